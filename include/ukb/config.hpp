@@ -1,0 +1,21 @@
+/// @file config.hpp
+/// @brief Compile-time configuration shared by host and device code.
+///
+/// `UKB_HD` marks functions that run per system on every backend: it expands
+/// to `__host__ __device__` under nvcc and to nothing elsewhere, so the same
+/// source compiles with g++ (CPU backends, tests) and nvcc (CUDA backend).
+/// This header includes no CUDA header and may be used everywhere.
+#pragma once
+
+#if defined(__CUDACC__)
+#define UKB_HD __host__ __device__
+#else
+#define UKB_HD
+#endif
+
+namespace ukb {
+
+/// Library version, also printed by `ukb --version` and written to outputs.
+inline constexpr const char* version = "0.1.0";
+
+}  // namespace ukb

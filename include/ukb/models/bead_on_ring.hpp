@@ -1,0 +1,73 @@
+/// @file bead_on_ring.hpp
+/// @brief Bead on a vertical circular ring with Coulomb sliding friction
+///        (Udwadia 2000, J. Math. Anal. Appl. 251, section 5).
+#pragma once
+
+#include <array>
+#include <cmath>
+
+#include "ukb/config.hpp"
+#include "ukb/models/common.hpp"
+
+namespace ukb::models {
+
+/// A bead of mass `m` on a vertical ring of radius `R` centred at the origin,
+/// gravity `g` along -y, Coulomb sliding friction of coefficient `mu`.
+///
+/// - q = (x, y); M = m I; Q = (0, -m g).
+/// - Constraint x^2 + y^2 = R^2, differentiated twice:
+///   A = [x, y], b = -(x'^2 + y'^2).
+/// - Non-ideal force C = -mu |Qc_ideal| v/|v| with v = q' (C = 0 when v = 0):
+///   the friction force opposes the sliding velocity and its magnitude is
+///   mu times the normal force, which is the ideal constraint force.
+/// `R` does not enter the acceleration (A and b depend on the state only); it
+/// fixes the ring for initial states and residual monitoring.
+template <class T>
+struct BeadOnRing {
+  using Scalar = T;
+  static constexpr const char* name = "bead_on_ring";
+  static constexpr const char* summary =
+      "bead on a vertical circular ring centred at the origin, gravity along -y, "
+      "Coulomb sliding friction";
+  static constexpr int n = 2;  // q = (x, y)
+  static constexpr int m = 1;  // x^2 + y^2 = R^2
+  static constexpr std::array<const char*, n> coords{"x", "y"};
+
+  struct Params {
+    T m = T(1);      // bead mass
+    T R = T(1);      // ring radius
+    T g = T(9.81);   // gravitational acceleration
+    T mu = T(0.2);   // sliding-friction coefficient
+  };
+
+  template <class P, class F>
+  UKB_HD static constexpr void visit_params(P& p, F&& f) {
+    f("m", p.m, "bead mass (> 0)");
+    f("R", p.R, "ring radius (> 0)");
+    f("g", p.g, "gravitational acceleration along -y");
+    f("mu", p.mu, "Coulomb sliding-friction coefficient (>= 0)");
+  }
+
+  UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
+    detail::scalar_mass<n>(p.m, M);
+  }
+
+  UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
+    Q[0] = T(0);
+    Q[1] = -p.m * p.g;
+  }
+
+  UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T* A,
+                                 T* b) {
+    A[0] = q[0];
+    A[1] = q[1];
+    b[0] = -(qd[0] * qd[0] + qd[1] * qd[1]);
+  }
+
+  UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
+                              const T* Qc_ideal, const T* /*lambda*/, T* C) {
+    detail::coulomb_sliding<n>(qd, Qc_ideal, p.mu, C);
+  }
+};
+
+}  // namespace ukb::models

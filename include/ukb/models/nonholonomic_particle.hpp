@@ -1,0 +1,76 @@
+/// @file nonholonomic_particle.hpp
+/// @brief Particle with the nonholonomic constraint y' = z^2 x' and a
+///        non-ideal force -a0 |u| u (Udwadia & Kalaba 2001, J. Appl. Mech. 68,
+///        section 5).
+#pragma once
+
+#include <array>
+#include <cmath>
+
+#include "ukb/config.hpp"
+#include "ukb/models/common.hpp"
+
+namespace ukb::models {
+
+/// A particle of mass `m` in 3D under a constant impressed force
+/// (`fx`, `fy`, `fz`) and the nonholonomic constraint y' = z^2 x'.
+///
+/// - q = (x, y, z); M = m I; Q = (fx, fy, fz).
+/// - Constraint y' - z^2 x' = 0, differentiated once:
+///   A = [-z^2, 1, 0], b = 2 z z' x'.
+/// - Non-ideal force C = -a0 |u| u with u = q' the velocity.
+template <class T>
+struct NonholonomicParticle {
+  using Scalar = T;
+  static constexpr const char* name = "nonholonomic_particle";
+  static constexpr const char* summary =
+      "particle in 3D with the nonholonomic constraint y' = z^2 x' and the non-ideal "
+      "force -a0 |u| u";
+  static constexpr int n = 3;  // q = (x, y, z)
+  static constexpr int m = 1;  // y' = z^2 x'
+  static constexpr std::array<const char*, n> coords{"x", "y", "z"};
+
+  struct Params {
+    T m = T(1);       // particle mass
+    T a0 = T(0.1);    // coefficient of the non-ideal force
+    T fx = T(0);      // impressed force, x component
+    T fy = T(0);      // impressed force, y component
+    T fz = T(-9.81);  // impressed force, z component
+  };
+
+  template <class P, class F>
+  UKB_HD static constexpr void visit_params(P& p, F&& f) {
+    f("m", p.m, "particle mass (> 0)");
+    f("a0", p.a0, "coefficient of the non-ideal force C = -a0 |u| u");
+    f("fx", p.fx, "constant impressed force, x component");
+    f("fy", p.fy, "constant impressed force, y component");
+    f("fz", p.fz, "constant impressed force, z component");
+  }
+
+  UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
+    detail::scalar_mass<n>(p.m, M);
+  }
+
+  UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
+    Q[0] = p.fx;
+    Q[1] = p.fy;
+    Q[2] = p.fz;
+  }
+
+  UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T* A,
+                                 T* b) {
+    A[0] = -q[2] * q[2];
+    A[1] = T(1);
+    A[2] = T(0);
+    b[0] = T(2) * q[2] * qd[2] * qd[0];
+  }
+
+  UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
+                              const T* /*Qc_ideal*/, const T* /*lambda*/, T* C) {
+    using std::sqrt;
+    const T speed = sqrt(qd[0] * qd[0] + qd[1] * qd[1] + qd[2] * qd[2]);
+    for (int i = 0; i < n; ++i) C[i] = -p.a0 * speed * qd[i];
+  }
+};
+
+}  // namespace ukb::models

@@ -1,0 +1,109 @@
+/// @file planar_chain.hpp
+/// @brief K point masses in the vertical plane joined by rigid massless links,
+///        the first pinned to the origin, with velocity-proportional
+///        non-ideal damping.
+#pragma once
+
+#include <array>
+
+#include "ukb/config.hpp"
+#include "ukb/models/common.hpp"
+
+namespace ukb::models {
+
+namespace detail {
+inline constexpr const char* chain_coord_table[] = {
+    "x1", "y1", "x2", "y2", "x3",  "y3",  "x4",  "y4",  "x5",  "y5",  "x6",  "y6",
+    "x7", "y7", "x8", "y8", "x9",  "y9",  "x10", "y10", "x11", "y11", "x12", "y12"};
+
+constexpr const char* chain_name(int k) {
+  return k == 3 ? "planar_chain_3" : k == 6 ? "planar_chain_6" : k == 12 ? "planar_chain_12"
+                                                                       : "planar_chain";
+}
+}  // namespace detail
+
+/// K point masses of mass `m` in the vertical plane, gravity `g` along -y;
+/// mass 1 is joined to the origin and mass k to mass k-1 by rigid massless
+/// links of length `l`; non-ideal damping C = -c q'.
+///
+/// - q = (x1, y1, ..., xK, yK); M = m I (2K x 2K); Q_yk = -m g.
+/// - Constraint k (k = 1..K) with d_k = p_k - p_{k-1}, p_0 = 0:
+///   |d_k|^2 = l^2, differentiated twice: d_k . (p_k'' - p_{k-1}'') = -|d_k'|^2.
+///   Row k of A holds d_k in the columns of p_k and -d_k in those of p_{k-1}.
+/// - Non-ideal force C = -c q' (Udwadia & Kalaba 2001, section 2.2).
+template <class T, int K>
+struct PlanarChain {
+  static_assert(K >= 1 && K <= 12, "planar_chain supports 1..12 masses");
+  using Scalar = T;
+  static constexpr const char* name = detail::chain_name(K);
+  static constexpr const char* summary =
+      "K point masses in the vertical plane joined by rigid links of length l, the first "
+      "pinned to the origin, gravity along -y, damping C = -c q'";
+  static constexpr int n = 2 * K;  // q = (x1, y1, ..., xK, yK)
+  static constexpr int m = K;      // one length constraint per link
+  static constexpr std::array<const char*, n> coords = [] {
+    std::array<const char*, n> a{};
+    for (int i = 0; i < n; ++i) a[i] = detail::chain_coord_table[i];
+    return a;
+  }();
+
+  struct Params {
+    T m = T(1);     // mass of each point
+    T l = T(1);     // length of each link
+    T g = T(9.81);  // gravitational acceleration
+    T c = T(0);     // damping coefficient
+  };
+
+  template <class P, class F>
+  UKB_HD static constexpr void visit_params(P& p, F&& f) {
+    f("m", p.m, "mass of each point (> 0)");
+    f("l", p.l, "length of each link (> 0)");
+    f("g", p.g, "gravitational acceleration along -y");
+    f("c", p.c, "damping coefficient of C = -c q' (>= 0)");
+  }
+
+  UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
+    detail::scalar_mass<n>(p.m, M);
+  }
+
+  UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
+    for (int k = 0; k < K; ++k) {
+      Q[2 * k] = T(0);
+      Q[2 * k + 1] = -p.m * p.g;
+    }
+  }
+
+  UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T* A,
+                                 T* b) {
+    for (int i = 0; i < m * n; ++i) A[i] = T(0);
+    for (int k = 0; k < K; ++k) {
+      // d = p_k - p_{k-1} and its rate (p_0 = origin, at rest).
+      T dx = q[2 * k], dy = q[2 * k + 1], ux = qd[2 * k], uy = qd[2 * k + 1];
+      if (k > 0) {
+        dx -= q[2 * k - 2];
+        dy -= q[2 * k - 1];
+        ux -= qd[2 * k - 2];
+        uy -= qd[2 * k - 1];
+        A[k * n + 2 * k - 2] = -dx;
+        A[k * n + 2 * k - 1] = -dy;
+      }
+      A[k * n + 2 * k] = dx;
+      A[k * n + 2 * k + 1] = dy;
+      b[k] = -(ux * ux + uy * uy);
+    }
+  }
+
+  UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
+                              const T* /*Qc_ideal*/, const T* /*lambda*/, T* C) {
+    detail::linear_damping<n>(qd, p.c, C);
+  }
+};
+
+template <class T>
+using PlanarChain3 = PlanarChain<T, 3>;
+template <class T>
+using PlanarChain6 = PlanarChain<T, 6>;
+template <class T>
+using PlanarChain12 = PlanarChain<T, 12>;
+
+}  // namespace ukb::models

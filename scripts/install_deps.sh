@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ukb needs, if any is missing. Non-interactive;
+# needs root (or sudo) only when something must be installed.
+set -euo pipefail
+
+packages=(cmake make g++ libeigen3-dev libgtest-dev libbenchmark-dev
+          libcli11-dev nlohmann-json3-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "ukb: installing missing Debian packages: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then
+    sudo="sudo"
+  else
+    echo "ukb: not root and no sudo; please install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "ukb: packages installed"

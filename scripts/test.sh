@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds and runs the whole test suite with ctest.
+#  1. build/           default configuration (CUDA backend compiled when nvcc
+#                      is found), warnings as errors, all tests;
+#  2. build-cpu-asan/  CPU-only configuration (UKB_ENABLE_CUDA=OFF) with
+#                      AddressSanitizer and UndefinedBehaviorSanitizer, the
+#                      same tests.
+# Exits non-zero on any failure. UKB_JOBS sets the parallelism (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+
+jobs="${UKB_JOBS:-2}"
+start=$(date +%s)
+
+echo "== ukb: default build (build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== ukb: CPU-only build with ASan+UBSan (build-cpu-asan/)"
+cmake -S . -B build-cpu-asan -DCMAKE_BUILD_TYPE=Debug -DUKB_ENABLE_CUDA=OFF -DUKB_SANITIZE=ON \
+      -DUKB_WERROR=ON -DUKB_BUILD_BENCH=OFF
+cmake --build build-cpu-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-cpu-asan --output-on-failure -j"$jobs"
+
+echo "== ukb: all tests passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,328 @@
+// The `ukb` command-line tool.
+//
+//   ukb models [--json]
+//   ukb accel --model NAME [--param KEY=VALUE]... --q v1,v2,... --qd v1,v2,...
+//             [--t T] [--backend reference]
+//   ukb trajectory --model NAME [--param KEY=VALUE]... --q ... --qd ... --dt DT
+//             --steps K [--every J] [--t0 T] [--out FILE]
+//
+// Exit codes: 0 success; 1 the evaluation or integration failed (status in
+// the output); 2 bad input (message on stderr).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ukb/config.hpp"
+#include "ukb/cuda.hpp"
+#include "ukb/registry.hpp"
+
+namespace {
+
+using ukb::ModelInfo;
+
+/// Bad input: reported on stderr, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t");
+  const auto e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+/// Parses a finite number; `what` names the option for the message.
+double parse_number(const std::string& text, const std::string& what) {
+  const std::string s = trim(text);
+  double v = 0;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || ptr != end)
+    throw UsageError(what + ": '" + text + "' is not a number");
+  if (!std::isfinite(v)) throw UsageError(what + ": '" + text + "' is not a finite number");
+  return v;
+}
+
+/// Parses "v1,v2,..." into exactly `n` numbers.
+std::vector<double> parse_vector(const std::string& text, int n, const std::string& what,
+                                 const ModelInfo& model) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(parse_number(item, what));
+  if (!text.empty() && text.back() == ',') out.push_back(parse_number("", what));
+  if (static_cast<int>(out.size()) != n) {
+    std::string names;
+    for (const auto& c : model.coords) names += (names.empty() ? "" : ",") + c;
+    throw UsageError(what + ": expected " + std::to_string(n) + " comma-separated numbers (" +
+                     names + ") for model '" + model.name + "', got " +
+                     std::to_string(out.size()));
+  }
+  return out;
+}
+
+const ModelInfo& lookup_model(const std::string& name) {
+  if (const ModelInfo* m = ukb::find_model(name)) return *m;
+  std::vector<std::string> names;
+  for (const auto& m : ukb::all_models()) names.push_back(m.name);
+  std::string msg = "--model: unknown model '" + name + "'";
+  const std::string hint = ukb::closest_match(name, names);
+  if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+  msg += "; `ukb models` lists the models";
+  throw UsageError(msg);
+}
+
+/// Applies "--param KEY=VALUE" overrides to the defaults.
+std::vector<double> resolve_params(const ModelInfo& model, const std::vector<std::string>& kvs) {
+  std::vector<double> values = model.defaults();
+  std::vector<bool> seen(values.size(), false);
+  std::vector<std::string> names;
+  for (const auto& p : model.params) names.push_back(p.name);
+  for (const std::string& kv : kvs) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      throw UsageError("--param: '" + kv + "' is not of the form KEY=VALUE");
+    const std::string key = trim(kv.substr(0, eq));
+    const int i = model.param_index(key);
+    if (i < 0) {
+      std::string msg = "--param: model '" + model.name + "' has no parameter '" + key + "'";
+      const std::string hint = ukb::closest_match(key, names);
+      if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+      std::string all;
+      for (const auto& nm : names) all += (all.empty() ? "" : ", ") + nm;
+      throw UsageError(msg + "; its parameters are " + all);
+    }
+    if (seen[i]) throw UsageError("--param: parameter '" + key + "' given twice");
+    seen[i] = true;
+    values[i] = parse_number(kv.substr(eq + 1), "--param " + key);
+  }
+  return values;
+}
+
+/// NaN becomes JSON null (JSON has no NaN).
+nlohmann::json to_json(const Eigen::VectorXd& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+  return a;
+}
+
+void check_backend(const std::string& backend) {
+  if (backend == "reference") return;
+  if (backend == "cuda") {
+    std::string why;
+    if (ukb::cuda::device_count(&why) == 0)
+      throw UsageError("--backend cuda: " + why + "; use --backend reference");
+  }
+  if (backend == "cuda" || backend == "cpu")
+    throw UsageError("--backend " + backend +
+                     ": this version evaluates single systems with the reference backend "
+                     "only; use --backend reference");
+  throw UsageError("--backend: unknown backend '" + backend + "' (expected reference)");
+}
+
+struct SystemArgs {
+  std::string model;
+  std::vector<std::string> params;
+  std::string q, qd;
+};
+
+void add_system_options(CLI::App* cmd, SystemArgs& a) {
+  cmd->add_option("--model", a.model, "model name (see `ukb models`)")->required();
+  cmd->add_option("--param", a.params, "parameter override KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--q", a.q, "generalized coordinates v1,v2,... (n numbers)")->required();
+  cmd->add_option("--qd", a.qd, "generalized velocities v1,v2,... (n numbers)")->required();
+}
+
+int cmd_models(bool as_json) {
+  if (as_json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ModelInfo& m : ukb::all_models()) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& p : m.params)
+        params.push_back({{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
+      out.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
+                     {"coords", m.coords}, {"params", params}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  for (const ModelInfo& m : ukb::all_models()) {
+    std::cout << m.name << "  (n = " << m.n << " coordinates, m = " << m.m
+              << " constraint rows)\n  " << m.summary << "\n  q = (";
+    for (std::size_t i = 0; i < m.coords.size(); ++i) std::cout << (i ? ", " : "") << m.coords[i];
+    std::cout << ")\n  parameters:\n";
+    for (const auto& p : m.params) {
+      std::ostringstream def;
+      def << p.default_value;
+      std::cout << "    " << p.name << std::string(6 - std::min<std::size_t>(5, p.name.size()), ' ')
+                << "= " << def.str() << std::string(8 - std::min<std::size_t>(7, def.str().size()), ' ')
+                << p.description << "\n";
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double rank_rtol) {
+  const ModelInfo& model = lookup_model(a.model);
+  const std::vector<double> params = resolve_params(model, a.params);
+  const std::vector<double> q = parse_vector(a.q, model.n, "--q", model);
+  const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
+  if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
+  if (!(rank_rtol >= 0) || !std::isfinite(rank_rtol))
+    throw UsageError("--rank-rtol: expected a finite number >= 0");
+  check_backend(backend);
+
+  const auto f = model.reference_accel(params, ukb::reference::Options{rank_rtol});
+  const ukb::reference::Result r = f(Eigen::Map<const Eigen::VectorXd>(q.data(), model.n),
+                                     Eigen::Map<const Eigen::VectorXd>(qd.data(), model.n), t);
+  nlohmann::ordered_json out;
+  out["qdd"] = to_json(r.qdd);
+  out["Qc_ideal"] = to_json(r.Qc_ideal);
+  out["Qc_nonideal"] = to_json(r.Qc_nonideal);
+  out["lambda"] = to_json(r.lambda);
+  out["rank"] = r.rank;
+  out["status"] = std::string(ukb::to_string(r.status));
+  out["constraint_residual"] =
+      std::isfinite(r.constraint_residual) ? nlohmann::json(r.constraint_residual) : nlohmann::json(nullptr);
+  std::cout << out.dump() << "\n";
+  return r.status == ukb::Status::ok ? 0 : 1;
+}
+
+int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long every,
+                   const std::string& out_path) {
+  const ModelInfo& model = lookup_model(a.model);
+  const std::vector<double> params = resolve_params(model, a.params);
+  const std::vector<double> q = parse_vector(a.q, model.n, "--q", model);
+  const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
+  if (!std::isfinite(t0)) throw UsageError("--t0: expected a finite number");
+  if (!(dt > 0) || !std::isfinite(dt)) throw UsageError("--dt: expected a finite number > 0");
+  if (steps < 1) throw UsageError("--steps: expected an integer >= 1");
+  if (every < 1) throw UsageError("--every: expected an integer >= 1");
+
+  // Write to a temporary file and rename it when complete.
+  std::ofstream file;
+  std::string tmp;
+  if (!out_path.empty()) {
+    tmp = out_path + ".tmp";
+    file.open(tmp);
+    if (!file) throw UsageError("--out: cannot write '" + out_path + "' (" + std::strerror(errno) + ")");
+  }
+  std::ostream& os = out_path.empty() ? std::cout : file;
+  os.precision(17);
+  os << "t";
+  for (const auto& c : model.coords) os << "," << c;
+  for (const auto& c : model.coords) os << "," << c << "_dot";
+  os << "\n";
+  auto write = [&](const ukb::reference::State& s) {
+    os << s.t;
+    for (double x : s.q) os << "," << x;
+    for (double x : s.qd) os << "," << x;
+    os << "\n";
+  };
+  ukb::reference::State s{Eigen::Map<const Eigen::VectorXd>(q.data(), model.n),
+                          Eigen::Map<const Eigen::VectorXd>(qd.data(), model.n), t0};
+  write(s);
+  long k = 0;
+  const ukb::Status st = ukb::reference::integrate_rk4(
+      model.reference_accel(params, {}), s, dt, steps, [&](const ukb::reference::State& x) {
+        if (++k % every == 0 || k == steps) write(x);
+      });
+  if (!out_path.empty()) {
+    file.close();
+    if (!file) throw UsageError("--out: writing '" + out_path + "' failed");
+    std::filesystem::rename(tmp, out_path);
+  }
+  if (st != ukb::Status::ok) {
+    std::cerr << "ukb trajectory: integration stopped at t = " << s.t << " with status "
+              << ukb::to_string(st) << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ukb: batched Udwadia-Kalaba solver for constrained systems with non-ideal "
+               "constraints"};
+  app.set_version_flag("--version", std::string("ukb ") + ukb::version);
+  app.require_subcommand(1);
+
+  bool models_json = false;
+  CLI::App* models = app.add_subcommand("models", "list the built-in models, their coordinates "
+                                                  "and parameters with defaults");
+  models->add_flag("--json", models_json, "print JSON instead of text");
+
+  SystemArgs accel_args;
+  double accel_t = 0, rank_rtol = ukb::reference::default_rank_rtol;
+  std::string backend = "reference";
+  CLI::App* accel = app.add_subcommand(
+      "accel", "evaluate one system and print q'', Qc_ideal, Qc_nonideal, lambda, rank and "
+               "status as one JSON object");
+  add_system_options(accel, accel_args);
+  accel->add_option("--t", accel_t, "time (default 0)");
+  accel->add_option("--backend", backend, "reference (default)");
+  accel->add_option("--rank-rtol", rank_rtol,
+                    "relative rank tolerance of the pseudo-inverse (default 1e-10)");
+
+  SystemArgs traj_args;
+  double t0 = 0, dt = 0;
+  long steps = 0, every = 1;
+  std::string out_path;
+  CLI::App* traj = app.add_subcommand(
+      "trajectory", "integrate one system with RK4 on the reference backend and print CSV");
+  add_system_options(traj, traj_args);
+  traj->add_option("--t0", t0, "initial time (default 0)");
+  traj->add_option("--dt", dt, "time step (> 0)")->required();
+  traj->add_option("--steps", steps, "number of RK4 steps (>= 1)")->required();
+  traj->add_option("--every", every, "write every J-th step (default 1)");
+  traj->add_option("--out", out_path, "write the CSV to this file instead of stdout");
+
+  try {
+    // A first word that is not an option must name a subcommand.
+    if (argc > 1 && argv[1][0] != '-') {
+      const std::vector<std::string> subs = {"models", "accel", "trajectory"};
+      const std::string word = argv[1];
+      if (std::find(subs.begin(), subs.end(), word) == subs.end()) {
+        std::string msg = "unknown subcommand '" + word + "'";
+        const std::string hint = ukb::closest_match(word, subs);
+        if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+        throw UsageError(msg + "; expected one of models, accel, trajectory");
+      }
+    }
+    app.parse(argc, argv);
+    if (models->parsed()) return cmd_models(models_json);
+    if (accel->parsed()) return cmd_accel(accel_args, accel_t, backend, rank_rtol);
+    if (traj->parsed()) return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ukb: " << e.what() << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "ukb: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ukb: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 2;
+}

@@ -1,0 +1,98 @@
+#include "ukb/registry.hpp"
+
+#include <algorithm>
+
+#include "ukb/models/all.hpp"
+
+namespace ukb {
+namespace {
+
+template <Model Mo>
+ModelInfo make_info() {
+  ModelInfo info;
+  info.name = Mo::name;
+  info.summary = Mo::summary;
+  info.n = Mo::n;
+  info.m = Mo::m;
+  info.coords.assign(Mo::coords.begin(), Mo::coords.end());
+  const typename Mo::Params defaults{};
+  Mo::visit_params(defaults, [&](const char* name, const double& value, const char* doc) {
+    info.params.push_back({name, value, doc});
+  });
+  info.reference_accel = [](std::span<const double> values, const reference::Options& opt) {
+    return reference::accel_fn<Mo>(params_from<Mo>(values), opt);
+  };
+  info.reference_terms = [](std::span<const double> values, const Eigen::VectorXd& q,
+                            const Eigen::VectorXd& qd, double t) {
+    return reference::terms<Mo>(params_from<Mo>(values), q, qd, t);
+  };
+  return info;
+}
+
+std::vector<ModelInfo> build() {
+  std::vector<ModelInfo> all;
+  models::Builtin::for_each<double>([&]<class Mo>() { all.push_back(make_info<Mo>()); });
+  return all;
+}
+
+// Optimal string alignment distance: insertions, deletions, substitutions
+// and transpositions of neighbours each cost 1.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t w = b.size() + 1;
+  std::vector<std::size_t> d((a.size() + 1) * w);
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i * w] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      std::size_t v = std::min({d[(i - 1) * w + j] + 1, d[i * w + j - 1] + 1,
+                                d[(i - 1) * w + j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        v = std::min(v, d[(i - 2) * w + j - 2] + 1);
+      d[i * w + j] = v;
+    }
+  }
+  return d[a.size() * w + b.size()];
+}
+
+}  // namespace
+
+int ModelInfo::param_index(std::string_view key) const {
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == key) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<double> ModelInfo::defaults() const {
+  std::vector<double> v;
+  for (const ParamInfo& p : params) v.push_back(p.default_value);
+  return v;
+}
+
+const std::vector<ModelInfo>& all_models() {
+  static const std::vector<ModelInfo> all = build();
+  return all;
+}
+
+const ModelInfo* find_model(std::string_view name) {
+  for (const ModelInfo& m : all_models())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // A likely typo: at most a third of the longer word changed (at least 1).
+  const std::size_t limit = std::max<std::size_t>(1, std::max(word.size(), best.size()) / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+}  // namespace ukb

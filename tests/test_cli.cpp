@@ -1,0 +1,175 @@
+// The `ukb` command line: the acceptance example of `ukb accel` against the
+// hand-derived closed form, `ukb models`, `ukb trajectory` against the
+// incline's analytic solution, and bad input (exit code 2, a message naming
+// the problem, nothing on stdout).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "closed_forms.hpp"
+#include "ukb/registry.hpp"
+
+namespace ukb::test {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+// Runs the CLI with the given arguments (shell-quoted by the caller).
+CliRun run_cli(const std::string& args) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir());
+  const std::string err_file = (dir / "ukb_cli_stderr.txt").string();
+  const std::string cmd = std::string(UKB_CLI_PATH) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return {-1, "", "popen failed"};
+  std::string out;
+  std::array<char, 4096> buf;
+  while (std::size_t k = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), k);
+  const int status = pclose(pipe);
+  std::ifstream ef(err_file);
+  std::stringstream err;
+  err << ef.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
+}
+
+TEST(Cli, AccelRingAcceptanceExampleMatchesClosedForm) {
+  const CliRun r = run_cli(
+      "accel --model bead_on_ring --param R=1.25 --param mu=0.25 --q 1.194170,0.369400 "
+      "--qd -0.738801,2.388340");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"qdd", "Qc_ideal", "Qc_nonideal", "lambda", "rank", "status"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["rank"], 1);
+  const Eigen::VectorXd expected = ring_closed_form(9.81, 0.25, 1.194170, 0.369400, -0.738801, 2.388340);
+  ASSERT_EQ(j["qdd"].size(), 2u);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_NEAR(j["qdd"][i].get<double>(), expected(i), 1e-12 * expected.norm()) << i;
+  // Guard: friction matters here (it changes the acceleration visibly).
+  const Eigen::VectorXd no_friction = ring_closed_form(9.81, 0.0, 1.194170, 0.369400, -0.738801, 2.388340);
+  EXPECT_GT((expected - no_friction).norm(), 0.1);
+}
+
+TEST(Cli, AccelPrintsFullPrecisionAndTheStatusOfAFailedSystem) {
+  const CliRun ok = run_cli("accel --model incline_block --param mu=0 --param alpha=0.5 --q 0,0 --qd 0,0");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto j = nlohmann::json::parse(ok.out);
+  const double along = j["qdd"][0].get<double>() * std::cos(0.5) - j["qdd"][1].get<double>() * std::sin(0.5);
+  EXPECT_NEAR(along, 9.81 * std::sin(0.5), 1e-14);
+
+  const CliRun bad = run_cli("accel --model bead_on_ring --param m=-1 --q 1,0 --qd 0,1");
+  EXPECT_EQ(bad.code, 1);
+  const auto jb = nlohmann::json::parse(bad.out);
+  EXPECT_EQ(jb["status"], "failed_mass_matrix");
+  EXPECT_TRUE(jb["qdd"][0].is_null());
+}
+
+TEST(Cli, ModelsListsEveryModelWithParameters) {
+  const CliRun text = run_cli("models");
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const ModelInfo& m : all_models()) {
+    EXPECT_NE(text.out.find(m.name), std::string::npos) << m.name;
+    for (const auto& p : m.params) EXPECT_NE(text.out.find(p.description), std::string::npos);
+  }
+  const CliRun js = run_cli("models --json");
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  ASSERT_EQ(j.size(), all_models().size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    EXPECT_EQ(j[i]["name"], all_models()[i].name);
+    EXPECT_EQ(j[i]["coords"].size(), static_cast<std::size_t>(all_models()[i].n));
+    for (std::size_t k = 0; k < all_models()[i].params.size(); ++k)
+      EXPECT_EQ(j[i]["params"][k]["default"].get<double>(), all_models()[i].params[k].default_value);
+  }
+}
+
+TEST(Cli, TrajectoryFollowsTheInclineAnalyticSolution) {
+  // Sliding down at 1 m/s with tan(alpha) > mu: s = t + a t^2 / 2 with
+  // a = g (sin alpha - mu cos alpha), exact for RK4 (constant acceleration).
+  const std::string file = (std::filesystem::path(::testing::TempDir()) / "incline.csv").string();
+  const double al = 0.5, mu = 0.3, a = 9.81 * (std::sin(al) - mu * std::cos(al));
+  std::ostringstream args;
+  args.precision(17);
+  args << "trajectory --model incline_block --q 0,0 --qd " << std::cos(al) << "," << -std::sin(al)
+       << " --dt 0.01 --steps 100 --every 10 --out " << file;
+  const CliRun r = run_cli(args.str());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "t,x,y,x_dot,y_dot");
+  int rows = 0;
+  double t = 0, x = 0, y = 0, xd = 0, yd = 0;
+  while (std::getline(in, line)) {
+    char c;
+    std::istringstream ss(line);
+    ss >> t >> c >> x >> c >> y >> c >> xd >> c >> yd;
+    const double s = t + 0.5 * a * t * t;
+    EXPECT_NEAR(x, s * std::cos(al), 1e-12) << line;
+    EXPECT_NEAR(y, -s * std::sin(al), 1e-12) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 11);  // t = 0, 0.1, ..., 1
+  EXPECT_NEAR(t, 1.0, 1e-12);
+  EXPECT_FALSE(std::filesystem::exists(file + ".tmp"));
+}
+
+struct BadInput {
+  std::string args;
+  std::string must_mention;
+};
+
+TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
+  const std::string ring = "accel --model bead_on_ring ";
+  const std::vector<BadInput> cases = {
+      {"accel --model bead_on_rign --q 1,0 --qd 0,1", "did you mean 'bead_on_ring'"},
+      {"accel --model nope --q 1,0 --qd 0,1", "unknown model 'nope'"},
+      {ring + "--param mu_s=0.1 --q 1,0 --qd 0,1", "no parameter 'mu_s'"},
+      {ring + "--param muu=0.1 --q 1,0 --qd 0,1", "did you mean 'mu'"},
+      {ring + "--param mu --q 1,0 --qd 0,1", "KEY=VALUE"},
+      {ring + "--param mu=abc --q 1,0 --qd 0,1", "'abc' is not a number"},
+      {ring + "--param mu=0.1 --param mu=0.2 --q 1,0 --qd 0,1", "given twice"},
+      {ring + "--param mu=inf --q 1,0 --qd 0,1", "not a finite number"},
+      {ring + "--q 1,0,0 --qd 0,1", "--q: expected 2"},
+      {ring + "--q 1 --qd 0,1", "--q: expected 2"},
+      {ring + "--q 1,0 --qd 0,x", "--qd: 'x' is not a number"},
+      {ring + "--q 1,0, --qd 0,1", "--q"},
+      {ring + "--q 1,nan --qd 0,1", "not a finite number"},
+      {ring + "--qd 0,1", "--q"},
+      {ring + "--q 1,0 --qd 0,1 --t abc", "--t"},
+      {ring + "--q 1,0 --qd 0,1 --backend gpu", "unknown backend 'gpu'"},
+      {ring + "--q 1,0 --qd 0,1 --backend cpu", "--backend cpu"},
+      {ring + "--q 1,0 --qd 0,1 --backend cuda", "--backend cuda"},
+      {ring + "--q 1,0 --qd 0,1 --rank-rtol -1", "--rank-rtol"},
+      {"accel --q 1,0 --qd 0,1", "--model"},
+      {"frobnicate", "unknown subcommand 'frobnicate'"},
+      {"acel --model bead_on_ring", "did you mean 'accel'"},
+      {"", "subcommand"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0 --steps 10", "--dt"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 0", "--steps"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --every 0", "--every"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --out /nonexistent/dir/x.csv",
+       "cannot write"},
+  };
+  for (const BadInput& c : cases) {
+    const CliRun r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.must_mention), std::string::npos)
+        << "`ukb " << c.args << "` said: " << r.err << "expected it to mention: " << c.must_mention;
+    EXPECT_TRUE(r.out.empty()) << c.args << " printed to stdout: " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace ukb::test

@@ -1,0 +1,98 @@
+// The registry lists exactly the models, coordinates, parameters and defaults
+// that the foundation issue specifies (the table below is that
+// specification, written out by hand).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "ukb/registry.hpp"
+
+namespace ukb {
+namespace {
+
+struct Spec {
+  int n, m;
+  std::vector<std::string> coords;
+  std::vector<std::pair<std::string, double>> params;
+};
+
+const std::map<std::string, Spec>& specs() {
+  static const std::map<std::string, Spec> s = {
+      {"bead_on_ring", {2, 1, {"x", "y"}, {{"m", 1}, {"R", 1}, {"g", 9.81}, {"mu", 0.2}}}},
+      {"nonholonomic_particle",
+       {3, 1, {"x", "y", "z"}, {{"m", 1}, {"a0", 0.1}, {"fx", 0}, {"fy", 0}, {"fz", -9.81}}}},
+      {"incline_block", {2, 1, {"x", "y"}, {{"m", 1}, {"alpha", 0.5}, {"g", 9.81}, {"mu", 0.3}}}},
+      {"planar_chain_3",
+       {6, 3, {"x1", "y1", "x2", "y2", "x3", "y3"}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
+      {"planar_chain_6", {12, 6, {}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
+      {"planar_chain_12", {24, 12, {}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
+      {"redundant_pendulum", {2, 2, {"x", "y"}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
+      {"two_link_arm",
+       {2, 1, {"theta1", "theta2"},
+        {{"m1", 1}, {"m2", 1}, {"l1", 1}, {"l2", 1}, {"g", 9.81}, {"c", 0}, {"beta", 0},
+         {"p0x", 0}, {"p0y", -1.5}}}},
+  };
+  return s;
+}
+
+TEST(Registry, ListsExactlyTheSpecifiedModels) {
+  ASSERT_EQ(all_models().size(), specs().size());
+  for (const ModelInfo& info : all_models()) {
+    SCOPED_TRACE(info.name);
+    const auto it = specs().find(info.name);
+    ASSERT_NE(it, specs().end()) << "unexpected model";
+    const Spec& s = it->second;
+    EXPECT_EQ(info.n, s.n);
+    EXPECT_EQ(info.m, s.m);
+    EXPECT_EQ(static_cast<int>(info.coords.size()), s.n);
+    if (!s.coords.empty()) {
+      EXPECT_EQ(info.coords, s.coords);
+    }
+    ASSERT_EQ(info.params.size(), s.params.size());
+    for (std::size_t i = 0; i < s.params.size(); ++i) {
+      EXPECT_EQ(info.params[i].name, s.params[i].first);
+      EXPECT_EQ(info.params[i].default_value, s.params[i].second);
+      EXPECT_FALSE(info.params[i].description.empty());
+      EXPECT_EQ(info.param_index(s.params[i].first), static_cast<int>(i));
+    }
+    EXPECT_EQ(info.param_index("no_such_parameter"), -1);
+    EXPECT_EQ(find_model(info.name), &info);
+  }
+  EXPECT_EQ(find_model("no_such_model"), nullptr);
+}
+
+TEST(Registry, ChainCoordinatesAreNumberedPairs) {
+  const ModelInfo* chain = find_model("planar_chain_12");
+  ASSERT_NE(chain, nullptr);
+  EXPECT_EQ(chain->coords.front(), "x1");
+  EXPECT_EQ(chain->coords[1], "y1");
+  EXPECT_EQ(chain->coords.back(), "y12");
+}
+
+TEST(Registry, SuggestsCloseNames) {
+  const std::vector<std::string> names = {"bead_on_ring", "incline_block", "two_link_arm"};
+  EXPECT_EQ(closest_match("bead_on_rign", names), "bead_on_ring");
+  EXPECT_EQ(closest_match("incline", names), "");
+  EXPECT_EQ(closest_match("mu", {"m", "R", "g", "mu"}), "mu");
+  EXPECT_EQ(closest_match("alpah", {"m", "alpha", "g", "mu"}), "alpha");
+  EXPECT_EQ(closest_match("zzzzzz", {"m", "alpha"}), "");
+}
+
+TEST(Registry, ReferenceAccelUsesTheGivenParameters) {
+  // The incline block at rest with mu = 0: the acceleration along the line
+  // is g sin(alpha), whatever alpha the values carry.
+  const ModelInfo* incline = find_model("incline_block");
+  ASSERT_NE(incline, nullptr);
+  std::vector<double> values = incline->defaults();
+  values[incline->param_index("alpha")] = 0.9;
+  values[incline->param_index("mu")] = 0.0;
+  values[incline->param_index("g")] = 3.0;
+  const auto f = incline->reference_accel(values, {});
+  const reference::Result r = f(Eigen::VectorXd::Zero(2), Eigen::VectorXd::Zero(2), 0);
+  const Eigen::VectorXd dir{{std::cos(0.9), -std::sin(0.9)}};
+  EXPECT_NEAR(r.qdd.dot(dir), 3.0 * std::sin(0.9), 1e-14);
+  EXPECT_NEAR((r.qdd - r.qdd.dot(dir) * dir).norm(), 0.0, 1e-14);
+}
+
+}  // namespace
+}  // namespace ukb
