@@ -19,7 +19,7 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== ukb: CPU-only build with ASan+UBSan (build-cpu-asan/)"
-cmake -S . -B build-cpu-asan -DCMAKE_BUILD_TYPE=Debug -DUKB_ENABLE_CUDA=OFF -DUKB_SANITIZE=ON \
+cmake -S . -B build-cpu-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUKB_ENABLE_CUDA=OFF -DUKB_SANITIZE=ON \
       -DUKB_WERROR=ON -DUKB_BUILD_BENCH=OFF
 cmake --build build-cpu-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

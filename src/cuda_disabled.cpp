@@ -22,3 +22,23 @@ bool evaluate_terms(const std::string&, const double*, const double*, const doub
 }
 
 }  // namespace ukb::cuda
+
+#include "ukb/cuda_engine.hpp"
+
+namespace ukb::cuda {
+
+template <Model Mo>
+long evaluate_batch(const BatchView<Mo>&, typename Mo::Scalar, int) {
+  throw BackendUnavailable("the cuda backend is not available: this ukb was built without CUDA "
+                           "(UKB_ENABLE_CUDA=OFF)");
+}
+
+template <Model Mo>
+long integrate_batch(const BatchView<Mo>& v, typename Mo::Scalar, long, typename Mo::Scalar,
+                     typename Mo::Scalar r, int b) {
+  return evaluate_batch<Mo>(v, r, b);
+}
+
+}  // namespace ukb::cuda
+
+UKB_FOR_EACH_BUILTIN(UKB_CUDA_INSTANTIATE)

@@ -2,6 +2,8 @@
 /// @brief Every built-in model, and the list the registry and the tests walk.
 #pragma once
 
+#include <type_traits>
+
 #include "ukb/model.hpp"
 #include "ukb/models/bead_on_ring.hpp"
 #include "ukb/models/incline_block.hpp"
@@ -21,6 +23,9 @@ struct ModelList {
     (f.template operator()<Ms<T>>(), ...);
   }
   static constexpr int size = sizeof...(Ms);
+  /// True when Mo is one of the listed models (at its own scalar type).
+  template <class Mo>
+  static constexpr bool contains = (std::is_same_v<Mo, Ms<typename Mo::Scalar>> || ...);
 };
 
 /// The built-in models, in the order `ukb models` lists them.

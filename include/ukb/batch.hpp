@@ -1,0 +1,150 @@
+/// @file batch.hpp
+/// @brief Structure-of-arrays storage for many systems of one model.
+///
+/// Component j of system i lives at `x[j * N + i]`: neighbouring systems
+/// (GPU threads, SIMD lanes) touch neighbouring addresses. `BatchView` is
+/// the plain struct of pointers that kernels receive by value; `Batch` owns
+/// host memory and fills and reads systems one at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ukb/config.hpp"
+#include "ukb/model.hpp"
+#include "ukb/status.hpp"
+
+namespace ukb {
+
+/// Non-owning view of a batch (all arrays SoA, N systems).
+template <Model Mo>
+struct BatchView {
+  using T = typename Mo::Scalar;
+  static constexpr int np = param_count<Mo>();
+  int N = 0;
+  T* q = nullptr;            ///< positions (n x N)
+  T* qd = nullptr;           ///< velocities (n x N)
+  T* t = nullptr;            ///< times (N)
+  T* params = nullptr;       ///< parameters (np x N), in visit_params order
+  std::int32_t* status = nullptr;  ///< Status of each system (N)
+  T* qdd = nullptr;          ///< last evaluated acceleration (n x N)
+  T* Qc_ideal = nullptr;     ///< last evaluated ideal constraint force (n x N)
+  T* Qc_nonideal = nullptr;  ///< last evaluated non-ideal constraint force (n x N)
+  T* lambda = nullptr;       ///< last evaluated multipliers (m x N)
+  std::int32_t* rank = nullptr;  ///< last evaluated rank of B (N)
+};
+
+/// Bytes a batch stores per system: the state (2n + 1 scalars), the
+/// parameters (np), the outputs of an evaluation (3n + m) and two 32-bit
+/// integers (status, rank). Nothing else is allocated, and nothing per step.
+template <Model Mo>
+constexpr std::size_t bytes_per_system() {
+  return sizeof(typename Mo::Scalar) * (5 * Mo::n + Mo::m + 1 + param_count<Mo>()) +
+         2 * sizeof(std::int32_t);
+}
+
+namespace detail {
+template <class T>
+struct ParamWriter {
+  T* base;
+  int N, i, k = 0;
+  template <class F>
+  UKB_HD void operator()(const char*, const F& field, const char*) {
+    base[k++ * N + i] = field;
+  }
+};
+template <class T>
+struct ParamReader {
+  const T* base;
+  int N, i, k = 0;
+  template <class F>
+  UKB_HD void operator()(const char*, F& field, const char*) {
+    field = base[k++ * N + i];
+  }
+};
+}  // namespace detail
+
+/// Gathers the parameters of system i from a view.
+template <Model Mo>
+UKB_HD typename Mo::Params load_params(const BatchView<Mo>& v, int i) {
+  typename Mo::Params p{};
+  Mo::visit_params(p, detail::ParamReader<typename Mo::Scalar>{v.params, v.N, i});
+  return p;
+}
+
+/// Host-owned batch of N systems. Every system starts with the model's
+/// default parameters, zero state and status ok.
+template <Model Mo>
+class Batch {
+ public:
+  using T = typename Mo::Scalar;
+  using Params = typename Mo::Params;
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+
+  explicit Batch(int N)
+      : N_(N), q_(std::size_t(n) * N), qd_(std::size_t(n) * N), t_(N), params_(std::size_t(np) * N),
+        status_(N, 0), qdd_(std::size_t(n) * N), Qc_ideal_(std::size_t(n) * N),
+        Qc_nonideal_(std::size_t(n) * N), lambda_(std::size_t(m) * N), rank_(N, 0) {
+    if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
+    for (int i = 0; i < N; ++i) set_params(i, Params{});
+  }
+
+  int size() const { return N_; }
+
+  /// Sets the parameters of system i.
+  void set_params(int i, const Params& p) {
+    Mo::visit_params(p, detail::ParamWriter<T>{params_.data(), N_, check(i)});
+  }
+  /// The parameters of system i.
+  Params params(int i) const { return load_params<Mo>(view_const(), check(i)); }
+
+  /// Sets the state of system i (q and qd: n values each) and marks it ok.
+  void set_state(int i, const T* q, const T* qd, T t = T(0)) {
+    check(i);
+    for (int j = 0; j < n; ++j) {
+      q_[std::size_t(j) * N_ + i] = q[j];
+      qd_[std::size_t(j) * N_ + i] = qd[j];
+    }
+    t_[i] = t;
+    status_[i] = static_cast<std::int32_t>(Status::ok);
+  }
+
+  /// Component j of the position / velocity of system i, its time, status.
+  T q(int i, int j) const { return q_[std::size_t(j) * N_ + check(i)]; }
+  T qd(int i, int j) const { return qd_[std::size_t(j) * N_ + check(i)]; }
+  T t(int i) const { return t_[check(i)]; }
+  Status status(int i) const { return static_cast<Status>(status_[check(i)]); }
+
+  /// Outputs of the last evaluation of system i (component j).
+  T qdd(int i, int j) const { return qdd_[std::size_t(j) * N_ + check(i)]; }
+  T Qc_ideal(int i, int j) const { return Qc_ideal_[std::size_t(j) * N_ + check(i)]; }
+  T Qc_nonideal(int i, int j) const { return Qc_nonideal_[std::size_t(j) * N_ + check(i)]; }
+  T lambda(int i, int j) const { return lambda_[std::size_t(j) * N_ + check(i)]; }
+  int rank(int i) const { return rank_[check(i)]; }
+
+  /// The SoA view handed to backends.
+  BatchView<Mo> view() {
+    return {N_, q_.data(), qd_.data(), t_.data(), params_.data(), status_.data(),
+            qdd_.data(), Qc_ideal_.data(), Qc_nonideal_.data(), lambda_.data(), rank_.data()};
+  }
+
+ private:
+  BatchView<Mo> view_const() const { return const_cast<Batch*>(this)->view(); }
+  int check(int i) const {
+    if (i < 0 || i >= N_)
+      throw std::out_of_range("ukb::Batch: system " + std::to_string(i) + " outside [0, " +
+                              std::to_string(N_) + ")");
+    return i;
+  }
+
+  int N_;
+  std::vector<T> q_, qd_, t_, params_;
+  std::vector<std::int32_t> status_;
+  std::vector<T> qdd_, Qc_ideal_, Qc_nonideal_, lambda_;
+  std::vector<std::int32_t> rank_;
+};
+
+}  // namespace ukb

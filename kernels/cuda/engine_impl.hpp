@@ -1,0 +1,95 @@
+// Host logic of the CUDA backend, written against Thrust: device memory
+// (RAII thrust::device_vector), upload, launch, download, reduction.
+//
+// This file is compiled twice: by nvcc in kernels/cuda/engine.cu, where
+// UKB_LAUNCH is a real <<<grid, block>>> launch, and by g++ against Thrust's
+// CPP backend in tests/cuda_emulation.cpp, where UKB_LAUNCH runs every thread
+// of the same launch on the CPU. So everything but the `<<<>>>` itself is
+// executed in CI, where there is no GPU.
+//
+// The includer defines UKB_LAUNCH(config, N, body) before including.
+#pragma once
+
+#include <thrust/count.h>
+#include <thrust/device_vector.h>
+
+#include <cstdint>
+
+#include "ukb/batch.hpp"
+#include "ukb/kernels/launch.hpp"
+#include "ukb/kernels/system.hpp"
+
+namespace ukb::cuda_impl {
+
+// A batch in device memory, mirrored from and to a host view.
+template <Model Mo>
+struct DeviceBatch {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  int N;
+  thrust::device_vector<T> q, qd, t, params, qdd, Qc_ideal, Qc_nonideal, lambda;
+  thrust::device_vector<std::int32_t> status, rank;
+
+  explicit DeviceBatch(const BatchView<Mo>& h)
+      : N(h.N), q(h.q, h.q + n * N), qd(h.qd, h.qd + n * N), t(h.t, h.t + N),
+        params(h.params, h.params + np * N), qdd(n * N), Qc_ideal(n * N), Qc_nonideal(n * N),
+        lambda(m * N), status(h.status, h.status + N), rank(N) {}
+
+  BatchView<Mo> view() {
+    using thrust::raw_pointer_cast;
+    return {N,
+            raw_pointer_cast(q.data()),
+            raw_pointer_cast(qd.data()),
+            raw_pointer_cast(t.data()),
+            raw_pointer_cast(params.data()),
+            raw_pointer_cast(status.data()),
+            raw_pointer_cast(qdd.data()),
+            raw_pointer_cast(Qc_ideal.data()),
+            raw_pointer_cast(Qc_nonideal.data()),
+            raw_pointer_cast(lambda.data()),
+            raw_pointer_cast(rank.data())};
+  }
+
+  void download_state(const BatchView<Mo>& h) const {
+    thrust::copy(q.begin(), q.end(), h.q);
+    thrust::copy(qd.begin(), qd.end(), h.qd);
+    thrust::copy(t.begin(), t.end(), h.t);
+    thrust::copy(status.begin(), status.end(), h.status);
+  }
+  void download_outputs(const BatchView<Mo>& h) const {
+    thrust::copy(qdd.begin(), qdd.end(), h.qdd);
+    thrust::copy(Qc_ideal.begin(), Qc_ideal.end(), h.Qc_ideal);
+    thrust::copy(Qc_nonideal.begin(), Qc_nonideal.end(), h.Qc_nonideal);
+    thrust::copy(lambda.begin(), lambda.end(), h.lambda);
+    thrust::copy(rank.begin(), rank.end(), h.rank);
+    thrust::copy(status.begin(), status.end(), h.status);
+  }
+};
+
+struct IsFailed {
+  UKB_HD bool operator()(std::int32_t s) const { return s != 0; }
+};
+
+// Evaluates every system; returns the number whose status is not ok.
+template <Model Mo>
+long evaluate(const BatchView<Mo>& host, typename Mo::Scalar rank_rtol, int block) {
+  DeviceBatch<Mo> d(host);
+  const kernels::EvaluateBody<Mo> body{d.view(), rank_rtol};
+  UKB_LAUNCH(kernels::launch_config(host.N, block), host.N, body);
+  d.download_outputs(host);
+  return thrust::count_if(d.status.begin(), d.status.end(), IsFailed{});
+}
+
+// Integrates every system (see IntegrateBody); returns the number whose
+// status is not ok afterwards.
+template <Model Mo>
+long integrate(const BatchView<Mo>& host, typename Mo::Scalar dt, long max_steps,
+               typename Mo::Scalar t_end, typename Mo::Scalar rank_rtol, int block) {
+  DeviceBatch<Mo> d(host);
+  const kernels::IntegrateBody<Mo> body{d.view(), dt, max_steps, t_end, rank_rtol};
+  UKB_LAUNCH(kernels::launch_config(host.N, block), host.N, body);
+  d.download_state(host);
+  return thrust::count_if(d.status.begin(), d.status.end(), IsFailed{});
+}
+
+}  // namespace ukb::cuda_impl

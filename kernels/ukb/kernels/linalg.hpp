@@ -1,0 +1,189 @@
+/// @file linalg.hpp
+/// @brief Small dense linear algebra for one system, shared by every backend:
+///        Cholesky factorisation, triangular solves, and the pseudo-inverse
+///        of a wide matrix by one-sided Jacobi SVD.
+///
+/// Fixed sizes, row-major arrays, no allocation, no exceptions: `UKB_HD`
+/// code that runs in a GPU thread and on a CPU core alike.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "ukb/config.hpp"
+
+namespace ukb::kernels {
+
+/// True when x is neither NaN nor infinite (valid without -ffast-math).
+template <class T>
+UKB_HD inline bool is_finite(T x) {
+  return x - x == T(0);
+}
+
+/// True when every entry of x (K) is finite.
+template <int K, class T>
+UKB_HD inline bool all_finite(const T* x) {
+  bool ok = true;
+  for (int i = 0; i < K; ++i) ok = ok && is_finite(x[i]);
+  return ok;
+}
+
+/// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
+/// (row-major; only the lower triangle is read). On success the lower
+/// triangle holds L and the result is 0; otherwise the result is k + 1 for
+/// the first pivot k that is not positive (or not finite).
+template <int N, class T>
+UKB_HD inline int cholesky(T* A) {
+  using std::sqrt;
+  for (int j = 0; j < N; ++j) {
+    T d = A[j * N + j];
+    for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
+    if (!(d > T(0)) || !is_finite(d)) return j + 1;
+    const T ljj = sqrt(d);
+    A[j * N + j] = ljj;
+    for (int i = j + 1; i < N; ++i) {
+      T s = A[i * N + j];
+      for (int k = 0; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
+      A[i * N + j] = s / ljj;
+    }
+  }
+  return 0;
+}
+
+/// x <- L^{-1} x (forward substitution; L lower triangular, N x N row-major).
+template <int N, class T>
+UKB_HD inline void solve_lower(const T* L, T* x) {
+  for (int i = 0; i < N; ++i) {
+    T s = x[i];
+    for (int k = 0; k < i; ++k) s -= L[i * N + k] * x[k];
+    x[i] = s / L[i * N + i];
+  }
+}
+
+/// x <- L^{-T} x (back substitution with the transpose of L).
+template <int N, class T>
+UKB_HD inline void solve_lower_transpose(const T* L, T* x) {
+  for (int i = N - 1; i >= 0; --i) {
+    T s = x[i];
+    for (int k = i + 1; k < N; ++k) s -= L[k * N + i] * x[k];
+    x[i] = s / L[i * N + i];
+  }
+}
+
+/// y <- L x (L lower triangular, N x N row-major).
+template <int N, class T>
+UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
+  for (int i = 0; i < N; ++i) {
+    T s = T(0);
+    for (int k = 0; k <= i; ++k) s += L[i * N + k] * x[k];
+    y[i] = s;
+  }
+}
+
+/// Pseudo-inverse of a wide matrix B (M x N, M <= N or not) by one-sided
+/// Jacobi SVD (Hestenes): plane rotations V make the columns of W = B^T V
+/// (N x M) mutually orthogonal, so that B = V S U^T with W = U S and
+///     B^+ = W S^{-2} V^T,   (B B^T)^+ = V S^{-2} V^T.
+/// Singular values s_i = |W_i| at or below rtol * s_max are dropped; their
+/// count is the rank. One-sided Jacobi computes singular values to high
+/// relative accuracy, so exactly dependent rows give s_i near eps * s_max,
+/// which the relative rule drops (the Gram matrix B B^T, with its squared
+/// condition number, could not tell them from a rank of 1e-8).
+template <int M, int N, class T>
+struct JacobiPinv {
+  T W[N * M];   // B^T V (N x M, row-major)
+  T V[M * M];   // orthogonal (M x M, row-major)
+  T inv_s2[M];  // 1 / s_i^2, or 0 for a dropped singular value
+  int rank = 0;
+  int sweeps = 0;
+
+  /// Factorises B (M x N, row-major) with relative rank tolerance rtol.
+  UKB_HD void factor(const T* B, T rtol) {
+    using std::abs;
+    using std::sqrt;
+    for (int k = 0; k < N; ++k)
+      for (int i = 0; i < M; ++i) W[k * M + i] = B[i * N + k];
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < M; ++j) V[i * M + j] = i == j ? T(1) : T(0);
+    const T eps = std::numeric_limits<T>::epsilon();
+    constexpr int max_sweeps = 40;
+    bool rotated = M > 1;
+    for (sweeps = 0; rotated && sweeps < max_sweeps; ++sweeps) {
+      rotated = false;
+      for (int p = 0; p < M - 1; ++p) {
+        for (int q = p + 1; q < M; ++q) {
+          T alpha = T(0), beta = T(0), gamma = T(0);
+          for (int k = 0; k < N; ++k) {
+            alpha += W[k * M + p] * W[k * M + p];
+            beta += W[k * M + q] * W[k * M + q];
+            gamma += W[k * M + p] * W[k * M + q];
+          }
+          if (!(abs(gamma) > eps * sqrt(alpha * beta))) continue;
+          rotated = true;
+          // Rotation that zeroes the (p, q) entry of W^T W.
+          const T zeta = (beta - alpha) / (T(2) * gamma);
+          const T t = (zeta >= T(0) ? T(1) : T(-1)) / (abs(zeta) + sqrt(T(1) + zeta * zeta));
+          const T c = T(1) / sqrt(T(1) + t * t), s = c * t;
+          for (int k = 0; k < N; ++k) {
+            const T wp = W[k * M + p], wq = W[k * M + q];
+            W[k * M + p] = c * wp - s * wq;
+            W[k * M + q] = s * wp + c * wq;
+          }
+          for (int k = 0; k < M; ++k) {
+            const T vp = V[k * M + p], vq = V[k * M + q];
+            V[k * M + p] = c * vp - s * vq;
+            V[k * M + q] = s * vp + c * vq;
+          }
+        }
+      }
+    }
+    T s2[M];
+    T s2_max = T(0);
+    for (int i = 0; i < M; ++i) {
+      s2[i] = T(0);
+      for (int k = 0; k < N; ++k) s2[i] += W[k * M + i] * W[k * M + i];
+      s2_max = s2[i] > s2_max ? s2[i] : s2_max;
+    }
+    rank = 0;
+    const T cut = rtol * rtol * s2_max;  // s_i > rtol s_max  <=>  s_i^2 > rtol^2 s_max^2
+    for (int i = 0; i < M; ++i) {
+      const bool keep = s2[i] > cut && s2[i] > T(0);
+      inv_s2[i] = keep ? T(1) / s2[i] : T(0);
+      rank += keep ? 1 : 0;
+    }
+  }
+
+  /// x <- B^+ y  (y: M, x: N).
+  UKB_HD void apply(const T* y, T* x) const {
+    T z[M];
+    coefficients(y, z);
+    for (int k = 0; k < N; ++k) {
+      T s = T(0);
+      for (int i = 0; i < M; ++i) s += W[k * M + i] * z[i];
+      x[k] = s;
+    }
+  }
+
+  /// x <- (B B^T)^+ y  (y, x: M).
+  UKB_HD void apply_gram(const T* y, T* x) const {
+    T z[M];
+    coefficients(y, z);
+    for (int k = 0; k < M; ++k) {
+      T s = T(0);
+      for (int i = 0; i < M; ++i) s += V[k * M + i] * z[i];
+      x[k] = s;
+    }
+  }
+
+ private:
+  // z = S^{-2} V^T y.
+  UKB_HD void coefficients(const T* y, T* z) const {
+    for (int i = 0; i < M; ++i) {
+      T s = T(0);
+      for (int k = 0; k < M; ++k) s += V[k * M + i] * y[k];
+      z[i] = s * inv_s2[i];
+    }
+  }
+};
+
+}  // namespace ukb::kernels

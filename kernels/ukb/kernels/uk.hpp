@@ -1,0 +1,144 @@
+/// @file uk.hpp
+/// @brief The Udwadia–Kalaba acceleration of one system and the RK4 step,
+///        shared by the CPU and CUDA backends.
+#pragma once
+
+#include "ukb/config.hpp"
+#include "ukb/kernels/linalg.hpp"
+#include "ukb/model.hpp"
+#include "ukb/status.hpp"
+
+namespace ukb::kernels {
+
+/// Default relative rank tolerance of the pseudo-inverse per scalar type:
+/// 1e-10 in double (as the reference backend), 1e-5 in float, where the
+/// round-off of dependent rows reaches ~1e-7 of the largest singular value.
+template <class T>
+UKB_HD constexpr T default_rank_rtol() {
+  return sizeof(T) >= 8 ? T(1e-10) : T(1e-5);
+}
+
+/// What one evaluation of a model gives (fixed sizes, lives in registers).
+template <Model Mo>
+struct Accel {
+  using T = typename Mo::Scalar;
+  T qdd[Mo::n];          ///< q''
+  T Qc_ideal[Mo::n];     ///< ideal constraint force A^T lambda
+  T Qc_nonideal[Mo::n];  ///< non-ideal constraint force L (I - B^+ B) L^{-1} C
+  T lambda[Mo::m];       ///< multipliers (A M^{-1} A^T)^+ (b - A a)
+  int rank = 0;          ///< numerical rank of B = A L^{-T}
+};
+
+/// Evaluates the Udwadia–Kalaba equation for one system (DESIGN.md §1):
+///     q'' = a + L^{-T} ( c^ + B^+ (r - B c^) ),  Qc_ideal = L B^+ r,
+///     Qc_nonideal = L (I - B^+ B) c^,  lambda = (B B^T)^+ r,
+/// with M = L L^T, a = M^{-1} Q, B = A L^{-T}, r = b - A a, c^ = L^{-1} C,
+/// where C is evaluated after the ideal part. Statuses as the reference:
+/// failed_nonfinite for a non-finite M, Q, A, b, C or result;
+/// failed_mass_matrix when the Cholesky factorisation of M fails.
+template <Model Mo>
+UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
+                       typename Mo::Scalar t, const typename Mo::Params& p,
+                       typename Mo::Scalar rank_rtol, Accel<Mo>& out) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  T L[n * n], a[n], A[m * n], b[m];
+  Mo::mass(q, t, p, L);
+  Mo::force(q, qd, t, p, a);
+  Mo::constraints(q, qd, t, p, A, b);
+  if (!all_finite<n * n>(L) || !all_finite<n>(a) || !all_finite<m * n>(A) || !all_finite<m>(b))
+    return Status::failed_nonfinite;
+  if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
+
+  // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
+  solve_lower<n>(L, a);
+  solve_lower_transpose<n>(L, a);
+  T r[m];
+  for (int i = 0; i < m; ++i) {
+    T s = b[i];
+    for (int k = 0; k < n; ++k) s -= A[i * n + k] * a[k];
+    r[i] = s;
+  }
+  T* B = A;  // A is not needed any more
+  for (int i = 0; i < m; ++i) solve_lower<n>(L, B + i * n);
+  JacobiPinv<m, n, T> pinv;
+  pinv.factor(B, rank_rtol);
+  out.rank = pinv.rank;
+
+  // Ideal part: z = B^+ r, Qc_ideal = L z, lambda = (B B^T)^+ r.
+  T z[n];
+  pinv.apply(r, z);
+  mul_lower<n>(L, z, out.Qc_ideal);
+  pinv.apply_gram(r, out.lambda);
+
+  // Non-ideal part: u = c^ + B^+ (r - B c^); q'' = a + L^{-T} u;
+  // (I - B^+ B) c^ = u - z, so Qc_nonideal = L (u - z).
+  T u[n];
+  Mo::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, u);  // u = C
+  if (!all_finite<n>(u)) return Status::failed_nonfinite;
+  solve_lower<n>(L, u);  // u = c^
+  T y[m], w[n];
+  for (int i = 0; i < m; ++i) {
+    T s = r[i];
+    for (int k = 0; k < n; ++k) s -= B[i * n + k] * u[k];
+    y[i] = s;
+  }
+  pinv.apply(y, w);
+  for (int k = 0; k < n; ++k) {
+    u[k] += w[k];
+    w[k] = u[k] - z[k];
+  }
+  mul_lower<n>(L, w, out.Qc_nonideal);
+  solve_lower_transpose<n>(L, u);
+  for (int k = 0; k < n; ++k) out.qdd[k] = a[k] + u[k];
+  const bool finite = all_finite<n>(out.qdd) && all_finite<n>(out.Qc_ideal) &&
+                      all_finite<n>(out.Qc_nonideal) && all_finite<m>(out.lambda);
+  return finite ? Status::ok : Status::failed_nonfinite;
+}
+
+/// One classical RK4 step of size h on (q, q', t). On a failed stage the
+/// state is left unchanged and that stage's status is returned.
+template <Model Mo>
+UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
+                       typename Mo::Scalar h, const typename Mo::Params& p,
+                       typename Mo::Scalar rank_rtol) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n;
+  Accel<Mo> k;
+  T qs[n], vs[n], dq[n], dv[n];
+  const T half = T(0.5) * h;
+  // Stage 1 at (q, q').
+  Status st = uk_accel<Mo>(q, qd, t, p, rank_rtol, k);
+  if (st != Status::ok) return st;
+  for (int i = 0; i < n; ++i) {
+    dq[i] = qd[i];
+    dv[i] = k.qdd[i];
+    qs[i] = q[i] + half * qd[i];
+    vs[i] = qd[i] + half * k.qdd[i];
+  }
+  // Stages 2 and 3 at the midpoint, weights 2.
+  for (int stage = 2; stage <= 3; ++stage) {
+    st = uk_accel<Mo>(qs, vs, t + half, p, rank_rtol, k);
+    if (st != Status::ok) return st;
+    const T step = stage == 2 ? half : h;
+    for (int i = 0; i < n; ++i) {
+      dq[i] += T(2) * vs[i];
+      dv[i] += T(2) * k.qdd[i];
+      const T v = vs[i];
+      qs[i] = q[i] + step * v;
+      vs[i] = qd[i] + step * k.qdd[i];
+    }
+  }
+  // Stage 4 at the end point.
+  st = uk_accel<Mo>(qs, vs, t + h, p, rank_rtol, k);
+  if (st != Status::ok) return st;
+  const T sixth = h / T(6);
+  for (int i = 0; i < n; ++i) {
+    q[i] += sixth * (dq[i] + vs[i]);
+    qd[i] += sixth * (dv[i] + k.qdd[i]);
+  }
+  t += h;
+  return Status::ok;
+}
+
+}  // namespace ukb::kernels

@@ -1,0 +1,149 @@
+// The per-system kernels (kernels/ukb/kernels): hand-checked tiny cases, the
+// Penrose conditions and rank decisions of the one-sided Jacobi
+// pseudo-inverse against the reference's SVD, near-singular matrices.
+#include "support.hpp"
+#include "ukb/kernels/linalg.hpp"
+
+namespace ukb::test {
+namespace {
+
+TEST(Kernels, CholeskyTwoByTwoByHand) {
+  // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt(2)]].
+  double A[4] = {4, 2, 2, 3};
+  ASSERT_EQ(kernels::cholesky<2>(A), 0);
+  EXPECT_DOUBLE_EQ(A[0], 2.0);
+  EXPECT_DOUBLE_EQ(A[2], 1.0);
+  EXPECT_DOUBLE_EQ(A[3], std::sqrt(2.0));
+  // Solve M x = (2, 1): x = (0.5, 0).
+  double x[2] = {2, 1};
+  kernels::solve_lower<2>(A, x);
+  kernels::solve_lower_transpose<2>(A, x);
+  EXPECT_NEAR(x[0], 0.5, 1e-15);
+  EXPECT_NEAR(x[1], 0.0, 1e-15);
+}
+
+TEST(Kernels, CholeskyReportsTheFailingPivot) {
+  double indefinite[4] = {1, 2, 2, 1};  // second pivot 1 - 4 < 0
+  EXPECT_EQ(kernels::cholesky<2>(indefinite), 2);
+  double negative[4] = {-1, 0, 0, 1};
+  EXPECT_EQ(kernels::cholesky<2>(negative), 1);
+  double nan[4] = {std::nan(""), 0, 0, 1};
+  EXPECT_EQ(kernels::cholesky<2>(nan), 1);
+}
+
+TEST(Kernels, CholeskyMatchesEigenOnRandomSpdMatrices) {
+  Rng rng(61);
+  for (int trial = 0; trial < 50; ++trial) {
+    const MatrixXd X = rng.matrix(12, 12);
+    const MatrixXd M = X * X.transpose() + 0.1 * MatrixXd::Identity(12, 12);
+    Eigen::Matrix<double, 12, 12, Eigen::RowMajor> A = M;
+    ASSERT_EQ(kernels::cholesky<12>(A.data()), 0);
+    const MatrixXd L = A.triangularView<Eigen::Lower>();
+    EXPECT_LT((L * L.transpose() - M).norm() / M.norm(), 1e-14);
+  }
+}
+
+TEST(Kernels, PinvOneByTwoByHand) {
+  const double B[2] = {3, 4};
+  kernels::JacobiPinv<1, 2, double> p;
+  p.factor(B, 1e-10);
+  EXPECT_EQ(p.rank, 1);
+  const double y[1] = {25};
+  double x[2];
+  p.apply(y, x);  // [3 4]^+ 25 = (3, 4)
+  EXPECT_NEAR(x[0], 3.0, 1e-14);
+  EXPECT_NEAR(x[1], 4.0, 1e-14);
+  double g[1];
+  p.apply_gram(y, g);  // (B B^T)^+ 25 = 1
+  EXPECT_NEAR(g[0], 1.0, 1e-15);
+}
+
+// Materialises B^+ column by column from apply().
+template <int M, int N>
+MatrixXd pinv_matrix(const kernels::JacobiPinv<M, N, double>& p) {
+  MatrixXd P(N, M);
+  for (int c = 0; c < M; ++c) {
+    double e[M] = {}, x[N];
+    e[c] = 1;
+    p.apply(e, x);
+    for (int k = 0; k < N; ++k) P(k, c) = x[k];
+  }
+  return P;
+}
+
+// Penrose residuals grow with the condition number kappa of the kept part.
+template <int M, int N>
+void check_against_reference(const MatrixXd& B, double rtol, double kappa = 1) {
+  const double tol = 1e-13 + 1e-15 * kappa;
+  Eigen::Matrix<double, M, N, Eigen::RowMajor> Br = B;
+  kernels::JacobiPinv<M, N, double> p;
+  p.factor(Br.data(), rtol);
+  int ref_rank = -1;
+  const MatrixXd Pref = reference::pseudo_inverse(B, rtol, &ref_rank);
+  ASSERT_EQ(p.rank, ref_rank);
+  const MatrixXd P = pinv_matrix(p);
+  // Penrose conditions.
+  const double s = B.norm() * P.norm();
+  EXPECT_LT((B * P * B - B).norm() / B.norm(), tol);
+  EXPECT_LT((P * B * P - P).norm() / P.norm(), tol);
+  EXPECT_LT(((B * P).transpose() - B * P).norm() / s, tol);
+  EXPECT_LT(((P * B).transpose() - P * B).norm() / s, tol);
+  // Same matrix as the reference, to the conditioning of the kept part.
+  EXPECT_LT((P - Pref).norm() / Pref.norm(), 1e-9);
+  // (B B^T)^+ from apply_gram.
+  MatrixXd G(M, M);
+  for (int c = 0; c < M; ++c) {
+    double e[M] = {}, x[M];
+    e[c] = 1;
+    p.apply_gram(e, x);
+    for (int k = 0; k < M; ++k) G(k, c) = x[k];
+  }
+  EXPECT_LT((G - Pref.transpose() * Pref).norm() / G.norm(), 1e-9);
+}
+
+TEST(Kernels, PinvMatchesReferenceFullRankAndRankDeficient) {
+  Rng rng(62);
+  for (int trial = 0; trial < 20; ++trial) {
+    check_against_reference<1, 2>(rng.matrix(1, 2), 1e-10);
+    check_against_reference<3, 6>(rng.matrix(3, 6), 1e-10);
+    check_against_reference<6, 12>(rng.matrix(6, 12), 1e-10);
+    check_against_reference<12, 24>(rng.matrix(12, 24), 1e-10);
+    check_against_reference<2, 2>(rng.matrix(2, 1) * rng.matrix(1, 2), 1e-10);
+    check_against_reference<6, 12>(rng.matrix(6, 3) * rng.matrix(3, 12), 1e-10);
+    check_against_reference<12, 24>(rng.matrix(12, 7) * rng.matrix(7, 24), 1e-10);
+  }
+}
+
+TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
+  // B = U diag(1, ..., 1, s) V^T with s below and above the tolerance 1e-10.
+  Rng rng(63);
+  for (double s : {1e-6, 1e-9, 1e-11, 1e-13}) {
+    for (int trial = 0; trial < 10; ++trial) {
+      const Eigen::HouseholderQR<MatrixXd> qu(rng.matrix(3, 3)), qv(rng.matrix(6, 6));
+      const MatrixXd U = qu.householderQ(), V = qv.householderQ();
+      MatrixXd S = MatrixXd::Zero(3, 6);
+      S(0, 0) = 1;
+      S(1, 1) = 0.5;
+      S(2, 2) = s;
+      const MatrixXd B = U * S * V.transpose();
+      Eigen::Matrix<double, 3, 6, Eigen::RowMajor> Br = B;
+      kernels::JacobiPinv<3, 6, double> p;
+      p.factor(Br.data(), 1e-10);
+      EXPECT_EQ(p.rank, s > 1e-10 ? 3 : 2) << "s = " << s;
+      // Kept: condition 1/s; dropped: the kept part has condition 2.
+      if (s > 1e-8) check_against_reference<3, 6>(B, 1e-10, 1 / s);
+      if (s < 1e-12) check_against_reference<3, 6>(B, 1e-10, 2);
+    }
+  }
+}
+
+TEST(Kernels, PinvInFloatKeepsDependentRowsOut) {
+  // Two proportional rows in float: rank 1 at the float default 1e-5.
+  const float B[4] = {0.6f, 0.8f, 0.6f / 0.7f, 0.8f / 0.7f};
+  kernels::JacobiPinv<2, 2, float> p;
+  p.factor(B, 1e-5f);
+  EXPECT_EQ(p.rank, 1);
+}
+
+}  // namespace
+}  // namespace ukb::test
