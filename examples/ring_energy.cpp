@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "ukb/models/bead_on_ring.hpp"
 #include "ukb/reference.hpp"

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
 jobs="${UKB_JOBS:-2}"
+echo "== Building ukb in build/ (the first build takes a few minutes)..."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs" --target ukb_cli ukb_example_ring_energy >/dev/null
 out=build/demo

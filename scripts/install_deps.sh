@@ -18,7 +18,7 @@ echo "ukb: installing missing Debian packages: ${missing[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then
-    sudo="sudo"
+    sudo="sudo -n env DEBIAN_FRONTEND=noninteractive"
   else
     echo "ukb: not root and no sudo; please install: ${missing[*]}" >&2
     exit 1

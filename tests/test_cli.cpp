@@ -4,6 +4,7 @@
 // the problem, nothing on stdout).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -20,6 +21,14 @@
 namespace ukb::test {
 namespace {
 
+// A file name of this process and test: ctest runs tests in parallel.
+std::string unique_path(const std::string& leaf) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return (std::filesystem::path(::testing::TempDir()) /
+          ("ukb_" + std::to_string(getpid()) + "_" + info->name() + "_" + leaf))
+      .string();
+}
+
 struct CliRun {
   int code;
   std::string out, err;
@@ -27,8 +36,7 @@ struct CliRun {
 
 // Runs the CLI with the given arguments (shell-quoted by the caller).
 CliRun run_cli(const std::string& args) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir());
-  const std::string err_file = (dir / "ukb_cli_stderr.txt").string();
+  const std::string err_file = unique_path("stderr.txt");
   const std::string cmd = std::string(UKB_CLI_PATH) + " " + args + " 2>" + err_file;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return {-1, "", "popen failed"};
@@ -59,6 +67,13 @@ TEST(Cli, AccelRingAcceptanceExampleMatchesClosedForm) {
   // Guard: friction matters here (it changes the acceleration visibly).
   const Eigen::VectorXd no_friction = ring_closed_form(9.81, 0.0, 1.194170, 0.369400, -0.738801, 2.388340);
   EXPECT_GT((expected - no_friction).norm(), 0.1);
+}
+
+TEST(Cli, AccelAcceptsSignedAndExponentNumbers) {
+  const CliRun r = run_cli("accel --model incline_block --param alpha=+5e-1 --param mu=0 --q +0,-0 --qd 0,0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["qdd"][0].get<double>(), 9.81 * std::sin(0.5) * std::cos(0.5), 1e-14);
 }
 
 TEST(Cli, AccelPrintsFullPrecisionAndTheStatusOfAFailedSystem) {
@@ -97,7 +112,7 @@ TEST(Cli, ModelsListsEveryModelWithParameters) {
 TEST(Cli, TrajectoryFollowsTheInclineAnalyticSolution) {
   // Sliding down at 1 m/s with tan(alpha) > mu: s = t + a t^2 / 2 with
   // a = g (sin alpha - mu cos alpha), exact for RK4 (constant acceleration).
-  const std::string file = (std::filesystem::path(::testing::TempDir()) / "incline.csv").string();
+  const std::string file = unique_path("incline.csv");
   const double al = 0.5, mu = 0.3, a = 9.81 * (std::sin(al) - mu * std::cos(al));
   std::ostringstream args;
   args.precision(17);
@@ -152,6 +167,9 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
       {ring + "--q 1,0 --qd 0,1 --backend cpu", "--backend cpu"},
       {ring + "--q 1,0 --qd 0,1 --backend cuda", "--backend cuda"},
       {ring + "--q 1,0 --qd 0,1 --rank-rtol -1", "--rank-rtol"},
+      {ring + "--q 1,0 --qd 0,1 --rank-rtol 1", "--rank-rtol"},
+      {ring + "--q 1e999,0 --qd 0,1", "out of range"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 99999999999999999999", "--steps"},
       {"accel --q 1,0 --qd 0,1", "--model"},
       {"frobnicate", "unknown subcommand 'frobnicate'"},
       {"acel --model bead_on_ring", "did you mean 'accel'"},

@@ -105,7 +105,7 @@ struct Wrong {
     const MatrixXd L = p.M.llt().matrixL();
     const VectorXd a = p.M.llt().solve(p.Q);
     const MatrixXd B = p.A * L.inverse().transpose();
-    const VectorXd ideal = a + L.transpose().inverse() * reference::pseudo_inverse(B) * (p.b - p.A * a);
+    const VectorXd ideal = a + L.transpose().inverse() * test_pinv(B) * (p.b - p.A * a);
     return ideal + p.M.llt().solve(p.C);
   }
   // C projected onto null(A) without the mass weighting.
@@ -113,8 +113,8 @@ struct Wrong {
     const MatrixXd L = p.M.llt().matrixL();
     const VectorXd a = p.M.llt().solve(p.Q);
     const MatrixXd B = p.A * L.inverse().transpose();
-    const VectorXd ideal = a + L.transpose().inverse() * reference::pseudo_inverse(B) * (p.b - p.A * a);
-    const MatrixXd P = MatrixXd::Identity(p.M.rows(), p.M.rows()) - reference::pseudo_inverse(p.A) * p.A;
+    const VectorXd ideal = a + L.transpose().inverse() * test_pinv(B) * (p.b - p.A * a);
+    const MatrixXd P = MatrixXd::Identity(p.M.rows(), p.M.rows()) - test_pinv(p.A) * p.A;
     return ideal + p.M.llt().solve(P * p.C);
   }
   // The square root of M taken entry by entry on the diagonal.
@@ -124,7 +124,7 @@ struct Wrong {
     const VectorXd a = p.M.llt().solve(p.Q);
     const MatrixXd B = p.A * Di;
     const VectorXd c = Di * p.C;
-    return a + Di * (c + reference::pseudo_inverse(B) * (p.b - p.A * a - B * c));
+    return a + Di * (c + test_pinv(B) * (p.b - p.A * a - B * c));
   }
 };
 
@@ -187,6 +187,33 @@ TEST(Principle, NegativeControlsFailTheSameChecks) {
   EXPECT_EQ(trials_arm, 20);
   EXPECT_EQ(caught_unweighted, trials_arm);
   EXPECT_EQ(caught_diagonal, trials_arm);
+}
+
+TEST(Principle, NonDiagonalMassWithRankDeficientConstraints) {
+  // The hardest case for the invariances: a dense random SPD M, a
+  // rank-deficient A with consistent b, a random C. Here another
+  // {1,4}-inverse really differs from B^+, so its invariance is tested.
+  Rng rng(17);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 5, m = 3, rank = 2;
+    const MatrixXd X = rng.matrix(n, n);
+    Problem p;
+    p.M = X * X.transpose() + 0.5 * MatrixXd::Identity(n, n);
+    p.A = rng.matrix(m, rank) * rng.matrix(rank, n);
+    p.b = p.A * rng.vector(n, -2, 2);  // consistent
+    p.Q = rng.vector(n, -5, 5);
+    p.C = rng.vector(n, -5, 5);
+    const reference::Result r =
+        reference::solve(p.M, p.Q, p.A, p.b, [&](const VectorXd&, const VectorXd&) { return p.C; });
+    ASSERT_EQ(r.status, Status::ok);
+    EXPECT_EQ(r.rank, rank);
+    expect_ok(check_principle(p, r.qdd, rng), "trial " + std::to_string(trial));
+    // Guard: another {1,4}-inverse is not B^+ itself here.
+    const MatrixXd L = p.M.llt().matrixL();
+    const MatrixXd B = p.A * L.inverse().transpose(), Bp = test_pinv(B);
+    const MatrixXd G = Bp + rng.matrix(n, m) * (MatrixXd::Identity(m, m) - B * Bp);
+    EXPECT_GT((G - Bp).norm(), 0.01 * Bp.norm());
+  }
 }
 
 TEST(Principle, SolutionIsTheUniqueMinimiserAmongAdmissibleAccelerations) {

@@ -98,6 +98,8 @@ bool run_terms(const double* params, const double* q, const double* qd, double t
   return true;
 }
 
+__global__ void probe_kernel() {}
+
 }  // namespace
 
 bool built() { return true; }
@@ -109,7 +111,20 @@ int device_count(std::string* why) {
     if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(err);
     return 0;
   }
-  if (count == 0 && why) *why = "no CUDA device found";
+  if (count == 0) {
+    if (why) *why = "no CUDA device found";
+    return 0;
+  }
+  // A device of an architecture this build has no code for cannot run it.
+  cudaFuncAttributes attr;
+  const cudaError_t image = cudaFuncGetAttributes(&attr, probe_kernel);
+  if (image != cudaSuccess) {
+    if (why)
+      *why = std::string("the CUDA device cannot run this build (compiled for CUDA architectures ") +
+             UKB_CUDA_ARCHS + "; reconfigure with -DUKB_CUDA_ARCHITECTURES=native): " +
+             cudaGetErrorString(image);
+    return 0;
+  }
   return count;
 }
 

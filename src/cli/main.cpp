@@ -45,10 +45,13 @@ std::string trim(std::string s) {
 
 /// Parses a finite number; `what` names the option for the message.
 double parse_number(const std::string& text, const std::string& what) {
-  const std::string s = trim(text);
+  std::string s = trim(text);
+  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.erase(0, 1);  // from_chars takes no '+'
   double v = 0;
   const char* end = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (!s.empty() && ec == std::errc::result_out_of_range && ptr == end)
+    throw UsageError(what + ": '" + text + "' is out of range for a double");
   if (s.empty() || ec != std::errc() || ptr != end)
     throw UsageError(what + ": '" + text + "' is not a number");
   if (!std::isfinite(v)) throw UsageError(what + ": '" + text + "' is not a finite number");
@@ -182,8 +185,8 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   const std::vector<double> q = parse_vector(a.q, model.n, "--q", model);
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
   if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
-  if (!(rank_rtol >= 0) || !std::isfinite(rank_rtol))
-    throw UsageError("--rank-rtol: expected a finite number >= 0");
+  if (!(rank_rtol >= 0 && rank_rtol < 1))
+    throw UsageError("--rank-rtol: expected a number in [0, 1), got " + std::to_string(rank_rtol));
   check_backend(backend);
 
   const auto f = model.reference_accel(params, ukb::reference::Options{rank_rtol});
@@ -210,7 +213,9 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
   if (!std::isfinite(t0)) throw UsageError("--t0: expected a finite number");
   if (!(dt > 0) || !std::isfinite(dt)) throw UsageError("--dt: expected a finite number > 0");
-  if (steps < 1) throw UsageError("--steps: expected an integer >= 1");
+  constexpr long max_steps = 1000000000;  // 1e9 reference steps would take days
+  if (steps < 1 || steps > max_steps)
+    throw UsageError("--steps: expected an integer in [1, 1e9], got " + std::to_string(steps));
   if (every < 1) throw UsageError("--every: expected an integer >= 1");
 
   // Write to a temporary file and rename it when complete.
