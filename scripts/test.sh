@@ -18,6 +18,14 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+echo "== ukb: install, then build and run examples/custom_model against the installed package"
+rm -rf build/install build/custom_model
+cmake --install build --prefix build/install >/dev/null
+cmake -S examples/custom_model -B build/custom_model -DCMAKE_PREFIX_PATH="$PWD/build/install" \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
+cmake --build build/custom_model -j"$jobs"
+build/custom_model/custom_model
+
 echo "== ukb: CPU-only build with ASan+UBSan (build-cpu-asan/)"
 cmake -S . -B build-cpu-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUKB_ENABLE_CUDA=OFF -DUKB_SANITIZE=ON \
       -DUKB_WERROR=ON -DUKB_BUILD_BENCH=OFF

@@ -22,6 +22,29 @@ ModelInfo make_info() {
   info.reference_accel = [](std::span<const double> values, const reference::Options& opt) {
     return reference::accel_fn<Mo>(params_from<Mo>(values), opt);
   };
+  info.batch_accel = [](Backend backend, std::span<const double> values, const Eigen::VectorXd& q,
+                        const Eigen::VectorXd& qd, double t, double rank_rtol) {
+    Batch<Mo> b(1);
+    b.set_params(0, params_from<Mo>(values));
+    b.set_state(0, q.data(), qd.data(), t);
+    evaluate(b, backend, {.threads = 1, .rank_rtol = rank_rtol});
+    reference::Result r;
+    r.qdd.resize(Mo::n);
+    r.Qc_ideal.resize(Mo::n);
+    r.Qc_nonideal.resize(Mo::n);
+    r.lambda.resize(Mo::m);
+    for (int j = 0; j < Mo::n; ++j) {
+      r.qdd(j) = b.qdd(0, j);
+      r.Qc_ideal(j) = b.Qc_ideal(0, j);
+      r.Qc_nonideal(j) = b.Qc_nonideal(0, j);
+    }
+    for (int j = 0; j < Mo::m; ++j) r.lambda(j) = b.lambda(0, j);
+    r.rank = b.rank(0);
+    r.status = b.status(0);
+    const reference::Terms k = reference::terms<Mo>(b.params(0), q, qd, t);
+    r.constraint_residual = (k.A * r.qdd - k.b).cwiseAbs().maxCoeff();
+    return r;
+  };
   info.reference_terms = [](std::span<const double> values, const Eigen::VectorXd& q,
                             const Eigen::VectorXd& qd, double t) {
     return reference::terms<Mo>(params_from<Mo>(values), q, qd, t);

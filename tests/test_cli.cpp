@@ -16,6 +16,7 @@
 #include <string>
 
 #include "closed_forms.hpp"
+#include "ukb/cuda.hpp"
 #include "ukb/registry.hpp"
 
 namespace ukb::test {
@@ -67,6 +68,33 @@ TEST(Cli, AccelRingAcceptanceExampleMatchesClosedForm) {
   // Guard: friction matters here (it changes the acceleration visibly).
   const Eigen::VectorXd no_friction = ring_closed_form(9.81, 0.0, 1.194170, 0.369400, -0.738801, 2.388340);
   EXPECT_GT((expected - no_friction).norm(), 0.1);
+}
+
+TEST(Cli, AccelCpuBackendAgreesWithReference) {
+  // Every model, at its default parameters and an arbitrary state.
+  for (const ModelInfo& m : all_models()) {
+    std::ostringstream q, qd;
+    for (int i = 0; i < m.n; ++i) {
+      q << (i ? "," : "") << 0.4 + 0.3 * i;
+      qd << (i ? "," : "") << 0.2 - 0.1 * i;
+    }
+    const std::string args = "accel --model " + m.name + " --q " + q.str() + " --qd " + qd.str();
+    const CliRun ref = run_cli(args), cpu = run_cli(args + " --backend cpu");
+    ASSERT_EQ(ref.code, 0) << m.name << ref.err;
+    ASSERT_EQ(cpu.code, 0) << m.name << cpu.err;
+    const auto a = nlohmann::json::parse(ref.out), b = nlohmann::json::parse(cpu.out);
+    EXPECT_EQ(a["rank"], b["rank"]) << m.name;
+    EXPECT_EQ(a["status"], b["status"]) << m.name;
+    for (const char* key : {"qdd", "Qc_ideal", "Qc_nonideal", "lambda"}) {
+      double diff = 0, norm = 0;
+      for (std::size_t i = 0; i < a[key].size(); ++i) {
+        const double x = a[key][i].get<double>(), y = b[key][i].get<double>();
+        diff = std::max(diff, std::abs(x - y));
+        norm = std::max(norm, std::abs(x));
+      }
+      EXPECT_LE(diff, 1e-12 * std::max(norm, 1.0)) << m.name << " " << key;
+    }
+  }
 }
 
 TEST(Cli, AccelAcceptsSignedAndExponentNumbers) {
@@ -147,7 +175,7 @@ struct BadInput {
 
 TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
   const std::string ring = "accel --model bead_on_ring ";
-  const std::vector<BadInput> cases = {
+  std::vector<BadInput> cases = {
       {"accel --model bead_on_rign --q 1,0 --qd 0,1", "did you mean 'bead_on_ring'"},
       {"accel --model nope --q 1,0 --qd 0,1", "unknown model 'nope'"},
       {ring + "--param mu_s=0.1 --q 1,0 --qd 0,1", "no parameter 'mu_s'"},
@@ -164,8 +192,6 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
       {ring + "--qd 0,1", "--q"},
       {ring + "--q 1,0 --qd 0,1 --t abc", "--t"},
       {ring + "--q 1,0 --qd 0,1 --backend gpu", "unknown backend 'gpu'"},
-      {ring + "--q 1,0 --qd 0,1 --backend cpu", "--backend cpu"},
-      {ring + "--q 1,0 --qd 0,1 --backend cuda", "--backend cuda"},
       {ring + "--q 1,0 --qd 0,1 --rank-rtol -1", "--rank-rtol"},
       {ring + "--q 1,0 --qd 0,1 --rank-rtol 1", "--rank-rtol"},
       {ring + "--q 1e999,0 --qd 0,1", "out of range"},
@@ -180,6 +206,7 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
       {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --out /nonexistent/dir/x.csv",
        "cannot write"},
   };
+  if (cuda::device_count() == 0) cases.push_back({ring + "--q 1,0 --qd 0,1 --backend cuda", "--backend cuda"});
   for (const BadInput& c : cases) {
     const CliRun r = run_cli(c.args);
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "cpu/parallel.hpp"
+#include "ukb/cpu/parallel.hpp"
 #include "ukb/batch.hpp"
 #include "ukb/cuda_engine.hpp"
 #include "ukb/kernels/system.hpp"

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ukb/engine.hpp"
 #include "ukb/reference.hpp"
 
 namespace ukb {
@@ -32,6 +33,11 @@ struct ModelInfo {
   /// Reference acceleration for the parameter values `values` (params.size()).
   reference::AccelFn (*reference_accel)(std::span<const double> values,
                                         const reference::Options& opt) = nullptr;
+  /// One system evaluated by a batch backend (cpu or cuda; double), returned
+  /// in the reference's Result form. Throws BackendUnavailable.
+  reference::Result (*batch_accel)(Backend backend, std::span<const double> values,
+                                   const Eigen::VectorXd& q, const Eigen::VectorXd& qd, double t,
+                                   double rank_rtol) = nullptr;
   /// Reference terms M, Q, A, b at one state.
   reference::Terms (*reference_terms)(std::span<const double> values, const Eigen::VectorXd& q,
                                       const Eigen::VectorXd& qd, double t) = nullptr;

@@ -121,18 +121,16 @@ nlohmann::json to_json(const Eigen::VectorXd& v) {
   return a;
 }
 
-void check_backend(const std::string& backend) {
-  if (backend == "reference") return;
-  if (backend == "cuda") {
+ukb::Backend check_backend(const std::string& name) {
+  const auto backend = ukb::parse_backend(name);
+  if (!backend)
+    throw UsageError("--backend: unknown backend '" + name + "' (expected reference, cpu or cuda)");
+  if (*backend == ukb::Backend::cuda) {
     std::string why;
     if (ukb::cuda::device_count(&why) == 0)
-      throw UsageError("--backend cuda: " + why + "; use --backend reference");
+      throw UsageError("--backend cuda: " + why + "; use --backend cpu or reference");
   }
-  if (backend == "cuda" || backend == "cpu")
-    throw UsageError("--backend " + backend +
-                     ": this version evaluates single systems with the reference backend "
-                     "only; use --backend reference");
-  throw UsageError("--backend: unknown backend '" + backend + "' (expected reference)");
+  return *backend;
 }
 
 struct SystemArgs {
@@ -187,11 +185,13 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
   if (!(rank_rtol >= 0 && rank_rtol < 1))
     throw UsageError("--rank-rtol: expected a number in [0, 1), got " + std::to_string(rank_rtol));
-  check_backend(backend);
+  const ukb::Backend be = check_backend(backend);
 
-  const auto f = model.reference_accel(params, ukb::reference::Options{rank_rtol});
-  const ukb::reference::Result r = f(Eigen::Map<const Eigen::VectorXd>(q.data(), model.n),
-                                     Eigen::Map<const Eigen::VectorXd>(qd.data(), model.n), t);
+  const Eigen::Map<const Eigen::VectorXd> qv(q.data(), model.n), qdv(qd.data(), model.n);
+  const ukb::reference::Result r =
+      be == ukb::Backend::reference
+          ? model.reference_accel(params, ukb::reference::Options{rank_rtol})(qv, qdv, t)
+          : model.batch_accel(be, params, qv, qdv, t, rank_rtol);
   nlohmann::ordered_json out;
   out["qdd"] = to_json(r.qdd);
   out["Qc_ideal"] = to_json(r.Qc_ideal);
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
                "status as one JSON object");
   add_system_options(accel, accel_args);
   accel->add_option("--t", accel_t, "time (default 0)");
-  accel->add_option("--backend", backend, "reference (default)");
+  accel->add_option("--backend", backend, "reference (default), cpu, or cuda (needs a GPU)");
   accel->add_option("--rank-rtol", rank_rtol,
                     "relative rank tolerance of the pseudo-inverse (default 1e-10)");
 
