@@ -7,6 +7,7 @@
 #include "ukb/kernels/launch.hpp"
 
 #define UKB_LAUNCH(config, N, body) ::ukb::kernels::emulate_launch(config, N, body)
+#define UKB_CUDA_IMPL_NS cuda_emulated
 #include "cuda/engine_impl.hpp"
 
 namespace ukb::test {
@@ -32,13 +33,13 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       SCOPED_TRACE(std::string(Mo::name) + " N=" + std::to_string(N));
       RandomBatch<Model> emu(N, 500 + N), cpu(N, 500 + N);
       const double rtol = kernels::default_rank_rtol<double>();
-      EXPECT_EQ(cuda_impl::evaluate<Mo>(emu.batch.view(), rtol, 128), 0);
+      EXPECT_EQ(cuda_emulated::evaluate<Mo>(emu.batch.view(), rtol, 128), 0);
       ASSERT_EQ(evaluate(cpu.batch, Backend::cpu), 0);
       int diff = 0;
       for (int i = 0; i < N; ++i)
         for (int j = 0; j < Mo::n; ++j) diff += emu.batch.qdd(i, j) != cpu.batch.qdd(i, j);
       EXPECT_EQ(diff, 0);
-      EXPECT_EQ(cuda_impl::integrate<Mo>(emu.batch.view(), 1e-3, 10,
+      EXPECT_EQ(cuda_emulated::integrate<Mo>(emu.batch.view(), 1e-3, 10,
                                          std::numeric_limits<double>::infinity(), rtol, 128), 0);
       ASSERT_EQ(step(cpu.batch, Backend::cpu, 1e-3, 10), 0);
       int mismatches = 0;
@@ -54,7 +55,7 @@ TEST(CudaEmulation, FloatAndFailuresCountedByTheReduction) {
   auto p = b.batch.params(128);
   p.m = -1.0f;
   b.batch.set_params(128, p);
-  EXPECT_EQ(cuda_impl::integrate<models::BeadOnRing<float>>(b.batch.view(), 1e-3f, 10,
+  EXPECT_EQ(cuda_emulated::integrate<models::BeadOnRing<float>>(b.batch.view(), 1e-3f, 10,
                                                            std::numeric_limits<float>::infinity(),
                                                            1e-5f, 64),
             1);

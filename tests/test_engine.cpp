@@ -176,10 +176,27 @@ TEST(Engine, BadArgumentsAreRefused) {
   EXPECT_THROW(step(b, Backend::cpu, 0.0, 10), std::invalid_argument);
   EXPECT_THROW(step(b, Backend::cpu, -1e-3, 10), std::invalid_argument);
   EXPECT_THROW(step(b, Backend::cpu, 1e-3, -1), std::invalid_argument);
+  EXPECT_THROW(run_until(b, Backend::cpu, 1e-3, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(run_until(b, Backend::cpu, 1e-3, INFINITY), std::invalid_argument);
+  EXPECT_THROW(step(b, Backend::cpu, 1e-3, 1, {.chunk = 0}), std::invalid_argument);
+  EXPECT_THROW(evaluate(b, Backend::cpu, {.cuda_block = 0}), std::invalid_argument);
+  EXPECT_THROW(evaluate(b, Backend::cpu, {.rank_rtol = 1.0}), std::invalid_argument);
   EXPECT_THROW(Batch<models::BeadOnRing<double>>(0), std::invalid_argument);
   EXPECT_THROW(b.q(3, 0), std::out_of_range);
   Batch<models::BeadOnRing<float>> f(3);
   EXPECT_THROW(evaluate(f, Backend::reference), BackendUnavailable);
+}
+
+TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
+  // In float at t = 1e4 one ulp (~1e-3) exceeds dt = 1e-4: t + dt == t.
+  // The run must end (not loop forever) and leave the system where it was.
+  RandomBatch<models::BeadOnRing, float> b(3, 11);
+  for (int i = 0; i < 3; ++i) {
+    float q[2] = {b.batch.q(i, 0), b.batch.q(i, 1)}, qd[2] = {b.batch.qd(i, 0), b.batch.qd(i, 1)};
+    b.batch.set_state(i, q, qd, 1e4f);
+  }
+  EXPECT_EQ(run_until(b.batch, Backend::cpu, 1e-4f, 1e4f + 1.0f), 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b.batch.t(i), 1e4f);
 }
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusOutputs) {

@@ -81,6 +81,7 @@ void check_against_reference(const MatrixXd& B, double rtol, double kappa = 1) {
   int ref_rank = -1;
   const MatrixXd Pref = reference::pseudo_inverse(B, rtol, &ref_rank);
   ASSERT_EQ(p.rank, ref_rank);
+  EXPECT_LT(p.sweeps, 40) << "Jacobi did not converge";
   const MatrixXd P = pinv_matrix(p);
   // Penrose conditions.
   const double s = B.norm() * P.norm();

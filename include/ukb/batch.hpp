@@ -53,7 +53,7 @@ struct ParamWriter {
   int N, i, k = 0;
   template <class F>
   UKB_HD void operator()(const char*, const F& field, const char*) {
-    base[k++ * N + i] = field;
+    base[std::size_t(k++) * N + i] = field;
   }
 };
 template <class T>
@@ -62,7 +62,7 @@ struct ParamReader {
   int N, i, k = 0;
   template <class F>
   UKB_HD void operator()(const char*, F& field, const char*) {
-    field = base[k++ * N + i];
+    field = base[std::size_t(k++) * N + i];
   }
 };
 }  // namespace detail

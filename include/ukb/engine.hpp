@@ -119,6 +119,14 @@ void reference_integrate(Batch<Mo>& b, double dt, long max_steps, double t_end, 
   }
 }
 
+inline void check_options(const EngineOptions& o) {
+  if (o.threads < 0) throw std::invalid_argument("ukb: threads must be >= 0 (0: OpenMP default)");
+  if (o.chunk < 1) throw std::invalid_argument("ukb: chunk must be >= 1");
+  if (o.cuda_block < 1 || o.cuda_block > 1024)
+    throw std::invalid_argument("ukb: cuda_block must be in [1, 1024]");
+  if (!(o.rank_rtol < 1)) throw std::invalid_argument("ukb: rank_rtol must be < 1 (< 0: default)");
+}
+
 template <Model Mo>
 long integrate(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long max_steps,
                typename Mo::Scalar t_end, const EngineOptions& o) {
@@ -126,6 +134,9 @@ long integrate(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long max_steps,
   if (!(dt > T(0)) || !std::isfinite(static_cast<double>(dt)))
     throw std::invalid_argument("ukb: the time step must be finite and > 0");
   if (max_steps < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
+  if (std::isnan(static_cast<double>(t_end)))
+    throw std::invalid_argument("ukb: the end time must not be NaN");
+  check_options(o);
   const T rtol = rtol_of<Mo>(o);
   switch (be) {
     case Backend::reference:
@@ -140,8 +151,8 @@ long integrate(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long max_steps,
       if constexpr (on_cuda<Mo>) {
         return cuda::integrate_batch<Mo>(b.view(), dt, max_steps, t_end, rtol, o.cuda_block);
       } else {
-        throw BackendUnavailable(std::string("the cuda backend runs the built-in models; for '") +
-                                 Mo::name + "' instantiate it in your own .cu (README)");
+        throw BackendUnavailable(std::string("the cuda backend runs the built-in models only; for '") +
+                                 Mo::name + "' use the cpu backend");
       }
   }
   return 0;
@@ -153,6 +164,7 @@ long integrate(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long max_steps,
 /// Qc_nonideal, lambda, rank and status). Returns the number of failed systems.
 template <Model Mo>
 long evaluate(Batch<Mo>& b, Backend be, const EngineOptions& o = {}) {
+  detail::check_options(o);
   const auto rtol = detail::rtol_of<Mo>(o);
   switch (be) {
     case Backend::reference:
@@ -167,8 +179,8 @@ long evaluate(Batch<Mo>& b, Backend be, const EngineOptions& o = {}) {
       if constexpr (detail::on_cuda<Mo>) {
         return cuda::evaluate_batch<Mo>(b.view(), rtol, o.cuda_block);
       } else {
-        throw BackendUnavailable(std::string("the cuda backend runs the built-in models; for '") +
-                                 Mo::name + "' instantiate it in your own .cu (README)");
+        throw BackendUnavailable(std::string("the cuda backend runs the built-in models only; for '") +
+                                 Mo::name + "' use the cpu backend");
       }
   }
   return 0;
@@ -185,10 +197,13 @@ long step(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long steps,
 }
 
 /// RK4 steps of size dt until every system reaches t_end (its last step
-/// shortened to land on t_end exactly).
+/// shortened to land on t_end exactly). t_end must be finite. A system whose
+/// time is so large that dt no longer advances it stops there.
 template <Model Mo>
 long run_until(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, typename Mo::Scalar t_end,
                const EngineOptions& o = {}) {
+  if (!std::isfinite(static_cast<double>(t_end)))
+    throw std::invalid_argument("ukb: the end time must be finite");
   return detail::integrate(b, be, dt, std::numeric_limits<long>::max(), t_end, o);
 }
 

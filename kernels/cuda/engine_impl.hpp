@@ -7,19 +7,26 @@
 // of the same launch on the CPU. So everything but the `<<<>>>` itself is
 // executed in CI, where there is no GPU.
 //
-// The includer defines UKB_LAUNCH(config, N, body) before including.
+// The includer defines UKB_LAUNCH(config, N, body) before including, and may
+// define UKB_CUDA_IMPL_NS (default cuda_impl) so that the g++ build of this
+// file does not share symbol names with the nvcc build in libukb.
 #pragma once
 
 #include <thrust/count.h>
 #include <thrust/device_vector.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ukb/batch.hpp"
 #include "ukb/kernels/launch.hpp"
 #include "ukb/kernels/system.hpp"
 
-namespace ukb::cuda_impl {
+#ifndef UKB_CUDA_IMPL_NS
+#define UKB_CUDA_IMPL_NS cuda_impl
+#endif
+
+namespace ukb::UKB_CUDA_IMPL_NS {
 
 // A batch in device memory, mirrored from and to a host view.
 template <Model Mo>
@@ -31,9 +38,11 @@ struct DeviceBatch {
   thrust::device_vector<std::int32_t> status, rank;
 
   explicit DeviceBatch(const BatchView<Mo>& h)
-      : N(h.N), q(h.q, h.q + n * N), qd(h.qd, h.qd + n * N), t(h.t, h.t + N),
-        params(h.params, h.params + np * N), qdd(n * N), Qc_ideal(n * N), Qc_nonideal(n * N),
-        lambda(m * N), status(h.status, h.status + N), rank(N) {}
+      : N(h.N), q(h.q, h.q + sz(n)), qd(h.qd, h.qd + sz(n)), t(h.t, h.t + N),
+        params(h.params, h.params + sz(np)), qdd(sz(n)), Qc_ideal(sz(n)), Qc_nonideal(sz(n)),
+        lambda(sz(m)), status(h.status, h.status + N), rank(N) {}
+
+  std::size_t sz(int rows) const { return std::size_t(rows) * std::size_t(N); }
 
   BatchView<Mo> view() {
     using thrust::raw_pointer_cast;
@@ -92,4 +101,4 @@ long integrate(const BatchView<Mo>& host, typename Mo::Scalar dt, long max_steps
   return thrust::count_if(d.status.begin(), d.status.end(), IsFailed{});
 }
 
-}  // namespace ukb::cuda_impl
+}  // namespace ukb::UKB_CUDA_IMPL_NS

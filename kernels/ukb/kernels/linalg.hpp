@@ -95,7 +95,7 @@ struct JacobiPinv {
   T V[M * M];   // orthogonal (M x M, row-major)
   T inv_s2[M];  // 1 / s_i^2, or 0 for a dropped singular value
   int rank = 0;
-  int sweeps = 0;
+  int sweeps = 0;  // sweeps used; 40 (max_sweeps) means not converged
 
   /// Factorises B (M x N, row-major) with relative rank tolerance rtol.
   UKB_HD void factor(const T* B, T rtol) {
@@ -105,7 +105,9 @@ struct JacobiPinv {
       for (int i = 0; i < M; ++i) W[k * M + i] = B[i * N + k];
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < M; ++j) V[i * M + j] = i == j ? T(1) : T(0);
-    const T eps = std::numeric_limits<T>::epsilon();
+    // Columns count as orthogonal when |cos angle| <= sqrt(N) eps, the
+    // rounding level of a length-N dot product (as LAPACK's dgesvj).
+    const T tol = sqrt(T(N)) * std::numeric_limits<T>::epsilon();
     constexpr int max_sweeps = 40;
     bool rotated = M > 1;
     for (sweeps = 0; rotated && sweeps < max_sweeps; ++sweeps) {
@@ -118,7 +120,7 @@ struct JacobiPinv {
             beta += W[k * M + q] * W[k * M + q];
             gamma += W[k * M + p] * W[k * M + q];
           }
-          if (!(abs(gamma) > eps * sqrt(alpha * beta))) continue;
+          if (!(abs(gamma) > tol * (sqrt(alpha) * sqrt(beta)))) continue;
           rotated = true;
           // Rotation that zeroes the (p, q) entry of W^T W.
           const T zeta = (beta - alpha) / (T(2) * gamma);

@@ -5,7 +5,9 @@
 ///        CPU emulation of the CUDA launch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "ukb/batch.hpp"
 #include "ukb/kernels/uk.hpp"
@@ -24,8 +26,8 @@ struct EvaluateBody {
     const int N = v.N;
     T q[n], qd[n];
     for (int j = 0; j < n; ++j) {
-      q[j] = v.q[j * N + i];
-      qd[j] = v.qd[j * N + i];
+      q[j] = v.q[std::size_t(j) * N + i];
+      qd[j] = v.qd[std::size_t(j) * N + i];
     }
     const typename Mo::Params p = load_params<Mo>(v, i);
     Accel<Mo> a;
@@ -33,11 +35,11 @@ struct EvaluateBody {
     const T nan = std::numeric_limits<T>::quiet_NaN();
     const bool ok = st == Status::ok;
     for (int j = 0; j < n; ++j) {
-      v.qdd[j * N + i] = ok ? a.qdd[j] : nan;
-      v.Qc_ideal[j * N + i] = ok ? a.Qc_ideal[j] : nan;
-      v.Qc_nonideal[j * N + i] = ok ? a.Qc_nonideal[j] : nan;
+      v.qdd[std::size_t(j) * N + i] = ok ? a.qdd[j] : nan;
+      v.Qc_ideal[std::size_t(j) * N + i] = ok ? a.Qc_ideal[j] : nan;
+      v.Qc_nonideal[std::size_t(j) * N + i] = ok ? a.Qc_nonideal[j] : nan;
     }
-    for (int j = 0; j < m; ++j) v.lambda[j * N + i] = ok ? a.lambda[j] : nan;
+    for (int j = 0; j < m; ++j) v.lambda[std::size_t(j) * N + i] = ok ? a.lambda[j] : nan;
     v.rank[i] = ok ? a.rank : 0;
     v.status[i] = static_cast<std::int32_t>(st);
   }
@@ -63,8 +65,8 @@ struct IntegrateBody {
     if (v.status[i] != static_cast<std::int32_t>(Status::ok)) return;
     T q[n], qd[n];
     for (int j = 0; j < n; ++j) {
-      q[j] = v.q[j * N + i];
-      qd[j] = v.qd[j * N + i];
+      q[j] = v.q[std::size_t(j) * N + i];
+      qd[j] = v.qd[std::size_t(j) * N + i];
     }
     T t = v.t[i];
     const typename Mo::Params p = load_params<Mo>(v, i);
@@ -74,12 +76,13 @@ struct IntegrateBody {
       const T remaining = t_end - t;
       if (!(remaining > dt * T(1e-9))) break;     // reached t_end
       if (remaining < dt * T(1 + 1e-9)) h = remaining;  // last, shortened step
+      if (!(t + h > t)) break;  // t too large for dt to advance it: stop, never loop
       st = rk4_step<Mo>(q, qd, t, h, p, rank_rtol);
       if (st != Status::ok) break;
     }
     for (int j = 0; j < n; ++j) {
-      v.q[j * N + i] = q[j];
-      v.qd[j * N + i] = qd[j];
+      v.q[std::size_t(j) * N + i] = q[j];
+      v.qd[std::size_t(j) * N + i] = qd[j];
     }
     v.t[i] = t;
     v.status[i] = static_cast<std::int32_t>(st);

@@ -71,22 +71,23 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   mul_lower<n>(L, z, out.Qc_ideal);
   pinv.apply_gram(r, out.lambda);
 
-  // Non-ideal part: u = c^ + B^+ (r - B c^); q'' = a + L^{-T} u;
-  // (I - B^+ B) c^ = u - z, so Qc_nonideal = L (u - z).
+  // Non-ideal part: with w = B^+ B c^ (the part of c^ the constraints
+  // take), Qc_nonideal = L (c^ - w) and q'' = a + L^{-T} (c^ + z - w), which
+  // equals a + L^{-T} (c^ + B^+ (r - B c^)) by linearity.
   T u[n];
   Mo::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, u);  // u = C
   if (!all_finite<n>(u)) return Status::failed_nonfinite;
   solve_lower<n>(L, u);  // u = c^
   T y[m], w[n];
   for (int i = 0; i < m; ++i) {
-    T s = r[i];
-    for (int k = 0; k < n; ++k) s -= B[i * n + k] * u[k];
-    y[i] = s;
+    T s = T(0);
+    for (int k = 0; k < n; ++k) s += B[i * n + k] * u[k];
+    y[i] = s;  // B c^
   }
   pinv.apply(y, w);
   for (int k = 0; k < n; ++k) {
-    u[k] += w[k];
-    w[k] = u[k] - z[k];
+    w[k] = u[k] - w[k];  // (I - B^+ B) c^
+    u[k] = w[k] + z[k];  // c^ + z - B^+ B c^
   }
   mul_lower<n>(L, w, out.Qc_nonideal);
   solve_lower_transpose<n>(L, u);
