@@ -58,15 +58,15 @@ TEST(Kernels, PinvOneByTwoByHand) {
   EXPECT_NEAR(g[0], 1.0, 1e-15);
 }
 
-// Materialises B^+ column by column from apply().
-template <int M, int N>
-MatrixXd pinv_matrix(const kernels::JacobiPinv<M, N, double>& p) {
-  MatrixXd P(N, M);
+// Materialises the R x M matrix of a linear map y -> x column by column.
+template <int R, int M, class Apply>
+MatrixXd matrix_of(Apply&& apply) {
+  MatrixXd P(R, M);
   for (int c = 0; c < M; ++c) {
-    double e[M] = {}, x[N];
+    double e[M] = {}, x[R];
     e[c] = 1;
-    p.apply(e, x);
-    for (int k = 0; k < N; ++k) P(k, c) = x[k];
+    apply(e, x);
+    for (int k = 0; k < R; ++k) P(k, c) = x[k];
   }
   return P;
 }
@@ -82,7 +82,7 @@ void check_against_reference(const MatrixXd& B, double rtol, double kappa = 1) {
   const MatrixXd Pref = reference::pseudo_inverse(B, rtol, &ref_rank);
   ASSERT_EQ(p.rank, ref_rank);
   EXPECT_LT(p.sweeps, 40) << "Jacobi did not converge";
-  const MatrixXd P = pinv_matrix(p);
+  const MatrixXd P = matrix_of<N, M>([&](const double* y, double* x) { p.apply(y, x); });
   // Penrose conditions.
   const double s = B.norm() * P.norm();
   EXPECT_LT((B * P * B - B).norm() / B.norm(), tol);
@@ -92,13 +92,7 @@ void check_against_reference(const MatrixXd& B, double rtol, double kappa = 1) {
   // Same matrix as the reference, to the conditioning of the kept part.
   EXPECT_LT((P - Pref).norm() / Pref.norm(), 1e-9);
   // (B B^T)^+ from apply_gram.
-  MatrixXd G(M, M);
-  for (int c = 0; c < M; ++c) {
-    double e[M] = {}, x[M];
-    e[c] = 1;
-    p.apply_gram(e, x);
-    for (int k = 0; k < M; ++k) G(k, c) = x[k];
-  }
+  const MatrixXd G = matrix_of<M, M>([&](const double* y, double* x) { p.apply_gram(y, x); });
   EXPECT_LT((G - Pref.transpose() * Pref).norm() / G.norm(), 1e-9);
 }
 

@@ -155,29 +155,25 @@ struct JacobiPinv {
     }
   }
 
-  /// x <- B^+ y  (y: M, x: N).
-  UKB_HD void apply(const T* y, T* x) const {
-    T z[M];
-    coefficients(y, z);
-    for (int k = 0; k < N; ++k) {
-      T s = T(0);
-      for (int i = 0; i < M; ++i) s += W[k * M + i] * z[i];
-      x[k] = s;
-    }
-  }
+  /// x <- B^+ y = W S^{-2} V^T y  (y: M, x: N).
+  UKB_HD void apply(const T* y, T* x) const { expand<N>(W, y, x); }
 
-  /// x <- (B B^T)^+ y  (y, x: M).
-  UKB_HD void apply_gram(const T* y, T* x) const {
-    T z[M];
-    coefficients(y, z);
-    for (int k = 0; k < M; ++k) {
-      T s = T(0);
-      for (int i = 0; i < M; ++i) s += V[k * M + i] * z[i];
-      x[k] = s;
-    }
-  }
+  /// x <- (B B^T)^+ y = V S^{-2} V^T y  (y, x: M).
+  UKB_HD void apply_gram(const T* y, T* x) const { expand<M>(V, y, x); }
 
  private:
+  // x = F S^{-2} V^T y for a factor F (R x M, row-major): W or V.
+  template <int R>
+  UKB_HD void expand(const T* F, const T* y, T* x) const {
+    T z[M];
+    coefficients(y, z);
+    for (int k = 0; k < R; ++k) {
+      T s = T(0);
+      for (int i = 0; i < M; ++i) s += F[k * M + i] * z[i];
+      x[k] = s;
+    }
+  }
+
   // z = S^{-2} V^T y.
   UKB_HD void coefficients(const T* y, T* z) const {
     for (int i = 0; i < M; ++i) {
