@@ -34,9 +34,9 @@ long evaluate_batch(const BatchView<Mo>&, typename Mo::Scalar, int) {
 }
 
 template <Model Mo>
-long integrate_batch(const BatchView<Mo>& v, typename Mo::Scalar, long, typename Mo::Scalar,
-                     typename Mo::Scalar r, int b) {
-  return evaluate_batch<Mo>(v, r, b);
+void integrate_batch(const BatchView<Mo>& v, const kernels::RunSettings<typename Mo::Scalar>& s,
+                     int b) {
+  evaluate_batch<Mo>(v, s.rank_rtol, b);
 }
 
 }  // namespace ukb::cuda

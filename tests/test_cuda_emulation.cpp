@@ -39,26 +39,35 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       for (int i = 0; i < N; ++i)
         for (int j = 0; j < Mo::n; ++j) diff += emu.batch.qdd(i, j) != cpu.batch.qdd(i, j);
       EXPECT_EQ(diff, 0);
-      EXPECT_EQ(cuda_emulated::integrate<Mo>(emu.batch.view(), 1e-3, 10,
-                                         std::numeric_limits<double>::infinity(), rtol, 128), 0);
-      ASSERT_EQ(step(cpu.batch, Backend::cpu, 1e-3, 10), 0);
+      // An ensemble run's settings: events located, residuals monitored.
+      const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40};
+      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true};
+      cuda_emulated::integrate<Mo>(emu.batch.view(), s, 128);
+      advance(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
-      for (int i = 0; i < N; ++i) mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n);
+      for (int i = 0; i < N; ++i) {
+        mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n);
+        mismatches += emu.batch.steps(i) != cpu.batch.steps(i) ||
+                      emu.batch.events(i) != cpu.batch.events(i) ||
+                      emu.batch.status(i) != cpu.batch.status(i) ||
+                      emu.batch.res_pos(i) != cpu.batch.res_pos(i) ||
+                      emu.batch.res_vel(i) != cpu.batch.res_vel(i);
+      }
       EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(cpu.batch.steps(N - 1), 30) << "guard: the budget bounds the call";
       EXPECT_NE(emu.batch.q(N - 1, 0), emu.samples[N - 1].q(0)) << "guard: the last system (tail) moved";
     }
   });
 }
 
-TEST(CudaEmulation, FloatAndFailuresCountedByTheReduction) {
+TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   RandomBatch<models::BeadOnRing, float> b(129, 600);
   auto p = b.batch.params(128);
   p.m = -1.0f;
   b.batch.set_params(128, p);
-  EXPECT_EQ(cuda_emulated::integrate<models::BeadOnRing<float>>(b.batch.view(), 1e-3f, 10,
-                                                           std::numeric_limits<float>::infinity(),
-                                                           1e-5f, 64),
-            1);
+  const float inf = std::numeric_limits<float>::infinity();
+  cuda_emulated::integrate<models::BeadOnRing<float>>(
+      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false}, 64);
   EXPECT_EQ(b.batch.status(128), Status::failed_mass_matrix);
   EXPECT_EQ(b.batch.status(127), Status::ok);
 }

@@ -225,9 +225,11 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
 }
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusOutputs) {
-  // bead_on_ring: (5 n + m + 1 + np) doubles + 2 ints = (10 + 1 + 1 + 4) * 8 + 8.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 136u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 1 + 4) * 4 + 8u);
+  // (5 n + m + 4 + np) scalars (state, outputs, run monitors, parameters),
+  // three 32-bit integers (status, rank, events) and a 64-bit step counter.
+  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 8.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 172u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 20u);
 }
 
 // The CUDA backend on a real GPU (skipped here without one).

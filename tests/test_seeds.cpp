@@ -53,18 +53,29 @@ TEST(Seeds, RingAgreesWithPolarDerivation) {
   }
 }
 
-TEST(Seeds, RingAtRestHasNoFriction) {
-  // C = 0 when v = 0: at rest the bead feels gravity and the normal force.
+TEST(Seeds, RingAtRestFrictionIsStatic) {
+  // At rest at angle th from the downward vertical, gravity has the
+  // tangential part m g sin th (towards the bottom) and the normal force is
+  // m g cos th. Where tan th > mu the bead starts to slide and kinetic
+  // friction mu m g cos th opposes the impending motion; where tan th <= mu
+  // static friction holds it (zero acceleration).
   using Mo = models::BeadOnRing<double>;
-  const Mo::Params p{};
-  const double th = 0.7;
-  const reference::Result r =
-      reference::evaluate<Mo>(p, VectorXd{{std::sin(th), -std::cos(th)}}, VectorXd::Zero(2), 0);
-  ASSERT_EQ(r.status, Status::ok);
-  EXPECT_EQ(r.Qc_nonideal.norm(), 0.0);
-  // Tangential acceleration -g sin th along (cos th, sin th).
-  const double at = r.qdd.dot(VectorXd{{std::cos(th), std::sin(th)}});
-  EXPECT_NEAR(at, -p.g * std::sin(th), 1e-14);
+  const double th = 0.7;  // tan th = 0.842
+  const VectorXd q{{std::sin(th), -std::cos(th)}}, tangent{{std::cos(th), std::sin(th)}};
+  for (const double mu : {0.2, 0.5, 1.0}) {
+    Mo::Params p{};
+    p.mu = mu;
+    const reference::Result r = reference::evaluate<Mo>(p, q, VectorXd::Zero(2), 0);
+    ASSERT_EQ(r.status, Status::ok);
+    const double at = r.qdd.dot(tangent);
+    if (std::tan(th) > mu) {
+      EXPECT_NEAR(at, -p.g * std::sin(th) + mu * p.g * std::cos(th), 1e-14) << mu;
+      EXPECT_NEAR(r.Qc_nonideal.norm(), mu * p.m * p.g * std::cos(th), 1e-14) << mu;
+    } else {
+      EXPECT_NEAR(r.qdd.norm(), 0.0, 1e-14) << mu;
+      EXPECT_NEAR(r.Qc_nonideal.dot(tangent), p.m * p.g * std::sin(th), 1e-14) << mu;
+    }
+  }
 }
 
 // Particle with y' = z^2 x'. With the multiplier lambda of Qc = (-z^2, 1, 0)

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,15 +36,22 @@ struct BatchView {
   T* Qc_nonideal = nullptr;  ///< last evaluated non-ideal constraint force (n x N)
   T* lambda = nullptr;       ///< last evaluated multipliers (m x N)
   std::int32_t* rank = nullptr;  ///< last evaluated rank of B (N)
+  std::int64_t* steps = nullptr;   ///< accepted integration steps since set_state (N)
+  std::int32_t* events = nullptr;  ///< located events since set_state (N)
+  T* t_stop = nullptr;       ///< time the system came to rest; NaN unless at_rest (N)
+  T* res_pos = nullptr;      ///< largest position-level constraint residual seen (N)
+  T* res_vel = nullptr;      ///< largest velocity-level constraint residual seen (N)
 };
 
 /// Bytes a batch stores per system: the state (2n + 1 scalars), the
-/// parameters (np), the outputs of an evaluation (3n + m) and two 32-bit
-/// integers (status, rank). Nothing else is allocated, and nothing per step.
+/// parameters (np), the outputs of an evaluation (3n + m), the run monitors
+/// (3 scalars: t_stop, res_pos, res_vel), three 32-bit integers (status,
+/// rank, events) and one 64-bit step counter. Nothing else is allocated, and
+/// nothing per step.
 template <Model Mo>
 constexpr std::size_t bytes_per_system() {
-  return sizeof(typename Mo::Scalar) * (5 * Mo::n + Mo::m + 1 + param_count<Mo>()) +
-         2 * sizeof(std::int32_t);
+  return sizeof(typename Mo::Scalar) * (5 * Mo::n + Mo::m + 4 + param_count<Mo>()) +
+         3 * sizeof(std::int32_t) + sizeof(std::int64_t);
 }
 
 namespace detail {
@@ -87,7 +95,9 @@ class Batch {
   explicit Batch(int N)
       : N_(N), q_(std::size_t(n) * N), qd_(std::size_t(n) * N), t_(N), params_(std::size_t(np) * N),
         status_(N, 0), qdd_(std::size_t(n) * N), Qc_ideal_(std::size_t(n) * N),
-        Qc_nonideal_(std::size_t(n) * N), lambda_(std::size_t(m) * N), rank_(N, 0) {
+        Qc_nonideal_(std::size_t(n) * N), lambda_(std::size_t(m) * N), rank_(N, 0), steps_(N, 0),
+        events_(N, 0), t_stop_(N, std::numeric_limits<T>::quiet_NaN()), res_pos_(N, T(0)),
+        res_vel_(N, T(0)) {
     if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
     for (int i = 0; i < N; ++i) set_params(i, Params{});
   }
@@ -101,7 +111,8 @@ class Batch {
   /// The parameters of system i.
   Params params(int i) const { return load_params<Mo>(view_const(), check(i)); }
 
-  /// Sets the state of system i (q and qd: n values each) and marks it ok.
+  /// Sets the state of system i (q and qd: n values each), marks it ok and
+  /// resets its run monitors (steps, events, t_stop, residuals).
   void set_state(int i, const T* q, const T* qd, T t = T(0)) {
     check(i);
     for (int j = 0; j < n; ++j) {
@@ -110,6 +121,10 @@ class Batch {
     }
     t_[i] = t;
     status_[i] = static_cast<std::int32_t>(Status::ok);
+    steps_[i] = 0;
+    events_[i] = 0;
+    t_stop_[i] = std::numeric_limits<T>::quiet_NaN();
+    res_pos_[i] = res_vel_[i] = T(0);
   }
 
   /// Component j of the position / velocity of system i, its time, status.
@@ -125,10 +140,21 @@ class Batch {
   T lambda(int i, int j) const { return lambda_[std::size_t(j) * N_ + check(i)]; }
   int rank(int i) const { return rank_[check(i)]; }
 
+  /// Run monitors of system i since its set_state: accepted steps, located
+  /// events, the time it came to rest (NaN unless at_rest), the largest
+  /// position- and velocity-level constraint residuals seen (0 where not
+  /// monitored: see RunOptions::monitor and the model's `residual`).
+  std::int64_t steps(int i) const { return steps_[check(i)]; }
+  int events(int i) const { return events_[check(i)]; }
+  T t_stop(int i) const { return t_stop_[check(i)]; }
+  T res_pos(int i) const { return res_pos_[check(i)]; }
+  T res_vel(int i) const { return res_vel_[check(i)]; }
+
   /// The SoA view handed to backends.
   BatchView<Mo> view() {
     return {N_, q_.data(), qd_.data(), t_.data(), params_.data(), status_.data(),
-            qdd_.data(), Qc_ideal_.data(), Qc_nonideal_.data(), lambda_.data(), rank_.data()};
+            qdd_.data(), Qc_ideal_.data(), Qc_nonideal_.data(), lambda_.data(), rank_.data(),
+            steps_.data(), events_.data(), t_stop_.data(), res_pos_.data(), res_vel_.data()};
   }
 
  private:
@@ -145,6 +171,9 @@ class Batch {
   std::vector<std::int32_t> status_;
   std::vector<T> qdd_, Qc_ideal_, Qc_nonideal_, lambda_;
   std::vector<std::int32_t> rank_;
+  std::vector<std::int64_t> steps_;
+  std::vector<std::int32_t> events_;
+  std::vector<T> t_stop_, res_pos_, res_vel_;
 };
 
 }  // namespace ukb

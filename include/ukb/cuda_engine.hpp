@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "ukb/batch.hpp"
+#include "ukb/kernels/system.hpp"
 #include "ukb/models/all.hpp"
 
 namespace ukb {
@@ -24,12 +25,13 @@ namespace cuda {
 template <Model Mo>
 long evaluate_batch(const BatchView<Mo>& v, typename Mo::Scalar rank_rtol, int block);
 
-/// Integrates every system of a host batch on the GPU (see
-/// kernels::IntegrateBody). Returns the number of systems not ok afterwards.
+/// Integrates every system of a host batch on the GPU with the shared
+/// kernels::IntegrateBody (upload, one thread per system, download of the
+/// state, status and run monitors). Throws BackendUnavailable without a CUDA
+/// build or device.
 template <Model Mo>
-long integrate_batch(const BatchView<Mo>& v, typename Mo::Scalar dt, long max_steps,
-                     typename Mo::Scalar t_end, typename Mo::Scalar rank_rtol, int block);
-
+void integrate_batch(const BatchView<Mo>& v, const kernels::RunSettings<typename Mo::Scalar>& s,
+                     int block);
 }  // namespace cuda
 }  // namespace ukb
 
@@ -48,6 +50,5 @@ long integrate_batch(const BatchView<Mo>& v, typename Mo::Scalar dt, long max_st
 #define UKB_CUDA_INSTANTIATE(Mo)                                                          \
   template long ukb::cuda::evaluate_batch<Mo>(const ::ukb::BatchView<Mo>&,              \
                                               typename Mo::Scalar, int);                \
-  template long ukb::cuda::integrate_batch<Mo>(const ::ukb::BatchView<Mo>&,             \
-                                               typename Mo::Scalar, long,                \
-                                               typename Mo::Scalar, typename Mo::Scalar, int);
+  template void ukb::cuda::integrate_batch<Mo>(                                          \
+      const ::ukb::BatchView<Mo>&, const ::ukb::kernels::RunSettings<typename Mo::Scalar>&, int);

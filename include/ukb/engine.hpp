@@ -52,6 +52,16 @@ struct EngineOptions {
   int cuda_block = 128;   ///< threads per CUDA block
 };
 
+/// What `advance` does (an ensemble run, `ukb run`).
+struct RunOptions {
+  double dt = 1e-3;  ///< RK4 step size (> 0)
+  double t_end = std::numeric_limits<double>::infinity();  ///< end time (+inf: none)
+  long max_steps = std::numeric_limits<long>::max();  ///< accepted steps per system since set_state
+  double event_tol = 1e-10;  ///< events: bracket width of the located instant (time units, > 0)
+  bool events = true;        ///< locate the model's events (stick-slip), if it has any
+  bool monitor = true;       ///< track the model's constraint residuals, if it has any
+};
+
 namespace detail {
 
 template <Model Mo>
@@ -94,27 +104,121 @@ void reference_evaluate(Batch<Mo>& b, double rtol) {
   }
 }
 
+// The reference backend's run loop: the same model hooks (event, handler,
+// residual) but its own numerics (reference::rk4_step, bisection for the
+// event instant), so that it checks the kernels' loop and its locator.
 template <Model Mo>
-void reference_integrate(Batch<Mo>& b, double dt, long max_steps, double t_end, double rtol) {
+void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
   if constexpr (std::is_same_v<typename Mo::Scalar, double>) {
     BatchView<Mo> v = b.view();
     for (int i = 0; i < v.N; ++i) {
       if (b.status(i) != Status::ok) continue;
-      reference::State s{Eigen::VectorXd(Mo::n), Eigen::VectorXd(Mo::n), b.t(i)};
-      for (int j = 0; j < Mo::n; ++j) s.q(j) = b.q(i, j), s.qd(j) = b.qd(i, j);
-      const reference::AccelFn f = reference::accel_fn<Mo>(b.params(i), {rtol});
+      const typename Mo::Params p = b.params(i);
+      reference::State x{Eigen::VectorXd(Mo::n), Eigen::VectorXd(Mo::n), b.t(i)};
+      for (int j = 0; j < Mo::n; ++j) x.q(j) = b.q(i, j), x.qd(j) = b.qd(i, j);
+      const reference::AccelFn f = reference::accel_fn<Mo>(p, {s.rank_rtol});
+      std::int64_t steps = b.steps(i);
+      int events = b.events(i);
+      double rp = b.res_pos(i), rv = b.res_vel(i);
+      auto monitor = [&](const reference::State& y) {
+        if constexpr (HasResidual<Mo>) {
+          if (!s.monitor) return;
+          double a, c;
+          Mo::residual(y.q.data(), y.qd.data(), y.t, p, a, c);
+          rp = std::isnan(a) ? a : std::max(rp, a);
+          rv = std::isnan(c) ? c : std::max(rv, c);
+        }
+      };
+      auto event = [&](const reference::State& y) {
+        if constexpr (HasEvents<Mo>) return Mo::event(y.q.data(), y.qd.data(), y.t, p);
+        return 0.0;
+      };
+      auto handler_stops = [&](reference::State& y) {
+        if constexpr (HasEvents<Mo>)
+          return Mo::on_event(y.q.data(), y.qd.data(), y.t, p) == EventAction::stop;
+        return false;
+      };
+      const bool with_events = HasEvents<Mo> && s.events;
       Status st = Status::ok;
-      for (long k = 0; k < max_steps && st == Status::ok; ++k) {
-        const double remaining = t_end - s.t;
-        if (!(remaining > dt * 1e-9)) break;
-        st = reference::rk4_step(f, s, remaining < dt * (1 + 1e-9) ? remaining : dt);
+      bool rest = false;
+      if (steps == 0) monitor(x);
+      double g = with_events ? event(x) : 0.0;
+      if (with_events && steps == 0 && g == 0.0) {
+        ++events;
+        rest = handler_stops(x);
+        g = event(x);
       }
-      for (int j = 0; j < Mo::n; ++j) v.q[j * v.N + i] = s.q(j), v.qd[j * v.N + i] = s.qd(j);
-      v.t[i] = s.t;
+      for (long k = 0; k < s.budget && !rest; ++k) {
+        const double remaining = s.t_end - x.t;
+        if (!(remaining > s.dt * 1e-9)) break;
+        if (steps >= s.max_steps) {
+          if (std::isfinite(s.t_end)) st = Status::max_steps;
+          break;
+        }
+        const double h = remaining < s.dt * (1 + 1e-9) ? remaining : s.dt;
+        if (!(x.t + h > x.t)) break;
+        const reference::State x0 = x;
+        // An RK4 step that also reports whether the event function kept the
+        // sign of g at every stage state and at the end (the stage states
+        // are seen through the acceleration function; stage 1 is x0).
+        auto checked_step = [&](reference::State& y, double step, bool& clean) {
+          clean = true;
+          int stage = 0;
+          const reference::AccelFn fo = [&](const Eigen::VectorXd& q, const Eigen::VectorXd& qd,
+                                            double t) {
+            if (stage++ > 0) {
+              const reference::State z{q, qd, t};
+              const double gz = event(z);
+              if (!(gz != 0.0 && (gz > 0) == (g > 0))) clean = false;
+            }
+            return f(q, qd, t);
+          };
+          const Status r = reference::rk4_step(fo, y, step);
+          const double ge = event(y);
+          if (!(ge != 0.0 && (ge > 0) == (g > 0))) clean = false;
+          return r;
+        };
+        bool clean = true;
+        st = with_events && g != 0.0 ? checked_step(x, h, clean) : reference::rk4_step(f, x, h);
+        if (st != Status::ok) break;
+        ++steps;
+        if (with_events) {
+          if (!clean) {
+            // Bisection on the step size: the longest clean trial step.
+            double lo = 0, hi = h;
+            x = x0;
+            while (hi - lo > s.event_tol) {
+              const double mid = 0.5 * (lo + hi);
+              if (!(mid > lo && mid < hi)) break;
+              reference::State y = x0;
+              bool c = false;
+              st = checked_step(y, mid, c);
+              if (st != Status::ok) break;
+              if (c) lo = mid, x = y;
+              else hi = mid;
+            }
+            if (st != Status::ok) {
+              x = x0, --steps;
+              break;
+            }
+            ++events;
+            rest = handler_stops(x);
+          }
+          g = event(x);
+        }
+        monitor(x);
+      }
+      if (rest) st = Status::at_rest, v.t_stop[i] = x.t;
+      for (int j = 0; j < Mo::n; ++j) v.q[j * v.N + i] = x.q(j), v.qd[j * v.N + i] = x.qd(j);
+      v.t[i] = x.t;
+      v.steps[i] = steps;
+      v.events[i] = events;
+      v.res_pos[i] = rp;
+      v.res_vel[i] = rv;
       v.status[i] = static_cast<std::int32_t>(st);
     }
   } else {
-    (void)b, (void)dt, (void)max_steps, (void)t_end, (void)rtol;
+    (void)b, (void)s;
     throw BackendUnavailable("the reference backend computes in double only");
   }
 }
@@ -127,35 +231,52 @@ inline void check_options(const EngineOptions& o) {
   if (!(o.rank_rtol < 1)) throw std::invalid_argument("ukb: rank_rtol must be < 1 (< 0: default)");
 }
 
-template <Model Mo>
-long integrate(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long max_steps,
-               typename Mo::Scalar t_end, const EngineOptions& o) {
-  using T = typename Mo::Scalar;
-  if (!(dt > T(0)) || !std::isfinite(static_cast<double>(dt)))
+inline void check_run(const RunOptions& r) {
+  if (!(r.dt > 0) || !std::isfinite(r.dt))
     throw std::invalid_argument("ukb: the time step must be finite and > 0");
-  if (max_steps < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
-  if (std::isnan(static_cast<double>(t_end)))
-    throw std::invalid_argument("ukb: the end time must not be NaN");
+  if (std::isnan(r.t_end)) throw std::invalid_argument("ukb: the end time must not be NaN");
+  if (r.max_steps < 0) throw std::invalid_argument("ukb: the step limit must be >= 0");
+  if (!(r.event_tol > 0)) throw std::invalid_argument("ukb: the event tolerance must be > 0");
+}
+
+template <Model Mo>
+long count_active(Batch<Mo>& b, const kernels::RunSettings<typename Mo::Scalar>& s) {
+  const BatchView<Mo> v = b.view();
+  long active = 0;
+  for (int i = 0; i < v.N; ++i) active += kernels::run_active(v.status[i], v.t[i], v.steps[i], s);
+  return active;
+}
+
+// Runs the shared integration body (or the reference loop) on a backend.
+template <Model Mo>
+void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const EngineOptions& o,
+               kernels::RunSettings<typename Mo::Scalar>& s) {
+  using T = typename Mo::Scalar;
+  check_run(r);
+  if (budget < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
   check_options(o);
-  const T rtol = rtol_of<Mo>(o);
+  s = {static_cast<T>(r.dt), static_cast<T>(r.t_end), r.max_steps, budget,
+       static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor};
   switch (be) {
     case Backend::reference:
-      reference_integrate(b, dt, max_steps, t_end, rtol);
-      return count_failed(b);
-    case Backend::cpu: {
-      const kernels::IntegrateBody<Mo> body{b.view(), dt, max_steps, t_end, rtol};
-      cpu::parallel_for(b.size(), o.threads, o.chunk, body);
-      return count_failed(b);
-    }
+      if constexpr (std::is_same_v<T, double>) {
+        reference_integrate(b, s);
+      } else {
+        throw BackendUnavailable("the reference backend computes in double only");
+      }
+      return;
+    case Backend::cpu:
+      cpu::parallel_for(b.size(), o.threads, o.chunk, kernels::IntegrateBody<Mo>{b.view(), s});
+      return;
     case Backend::cuda:
       if constexpr (on_cuda<Mo>) {
-        return cuda::integrate_batch<Mo>(b.view(), dt, max_steps, t_end, rtol, o.cuda_block);
+        cuda::integrate_batch<Mo>(b.view(), s, o.cuda_block);
+        return;
       } else {
         throw BackendUnavailable(std::string("the cuda backend runs the built-in models only; for '") +
                                  Mo::name + "' use the cpu backend");
       }
   }
-  return 0;
 }
 
 }  // namespace detail
@@ -188,23 +309,44 @@ long evaluate(Batch<Mo>& b, Backend be, const EngineOptions& o = {}) {
 
 /// `steps` RK4 steps of size dt for every system whose status is ok. A
 /// system whose step fails keeps its last good state and gets the status.
-/// Returns the number of systems whose status is not ok afterwards.
+/// No events are located and no residuals tracked (see `advance`). Returns
+/// the number of systems whose status is not ok afterwards.
 template <Model Mo>
 long step(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, long steps,
           const EngineOptions& o = {}) {
-  return detail::integrate(b, be, dt, steps,
-                           std::numeric_limits<typename Mo::Scalar>::infinity(), o);
+  kernels::RunSettings<typename Mo::Scalar> s;
+  detail::integrate(b, be, {.dt = double(dt), .events = false, .monitor = false}, steps, o, s);
+  return detail::count_failed(b);
 }
 
 /// RK4 steps of size dt until every system reaches t_end (its last step
 /// shortened to land on t_end exactly). t_end must be finite. A system whose
-/// time is so large that dt no longer advances it stops there.
+/// time is so large that dt no longer advances it stops there. No events,
+/// no residuals (see `advance`). Returns the number of systems not ok.
 template <Model Mo>
 long run_until(Batch<Mo>& b, Backend be, typename Mo::Scalar dt, typename Mo::Scalar t_end,
                const EngineOptions& o = {}) {
   if (!std::isfinite(static_cast<double>(t_end)))
     throw std::invalid_argument("ukb: the end time must be finite");
-  return detail::integrate(b, be, dt, std::numeric_limits<long>::max(), t_end, o);
+  kernels::RunSettings<typename Mo::Scalar> s;
+  detail::integrate(b, be,
+                    {.dt = double(dt), .t_end = double(t_end), .events = false, .monitor = false},
+                    std::numeric_limits<long>::max(), o, s);
+  return detail::count_failed(b);
+}
+
+/// The run of an ensemble: every active system (status ok, t < r.t_end,
+/// fewer than r.max_steps steps since set_state) takes RK4 steps, with event
+/// location and residual monitoring where the model provides them (see
+/// kernels::IntegrateBody), until it is done or has taken `budget` more
+/// steps in this call. Splitting a run into calls does not change its
+/// outcome. Returns the number of systems still active.
+template <Model Mo>
+long advance(Batch<Mo>& b, Backend be, const RunOptions& r,
+             long budget = std::numeric_limits<long>::max(), const EngineOptions& o = {}) {
+  kernels::RunSettings<typename Mo::Scalar> s;
+  detail::integrate(b, be, r, budget, o, s);
+  return detail::count_active(b, s);
 }
 
 }  // namespace ukb

@@ -22,6 +22,17 @@
 /// The four physics functions are `UKB_HD`, static, allocate nothing, throw
 /// nothing, and write every entry of their outputs. Under every virtual
 /// displacement `v` (`A v = 0`) the constraint force does the work `v^T C`.
+///
+/// Optional members (detected at compile time; each adds a feature of
+/// `ukb run`, none is needed by the solver):
+///
+/// | member | enables |
+/// |---|---|
+/// | `residual(q, qd, t, p, pos, vel)` | constraint-drift monitoring: `pos` = max abs of the undifferentiated holonomic constraints `phi(q,t)` (in length units), `vel` = max abs of their rates and of the nonholonomic constraints `psi(q,q',t)` |
+/// | `potential(q, t, p)` | energy observables: E = 1/2 q'^T M q' + V(q, t) |
+/// | `initial_names` (std::array) + `initial_state(ic, p, q, qd)` | natural initial quantities (e.g. an angle and a rate) mapped to a consistent state; returns false where no consistent state exists |
+/// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
+/// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
 #pragma once
 
 #include <array>
@@ -66,6 +77,43 @@ concept Model =
       Mo::constraints(in, in, t, cp, out, out);
       Mo::nonideal(in, in, t, cp, in, in, out);
     };
+
+/// What a model's event handler decides at a located event.
+enum class EventAction : int {
+  resume = 0,  ///< integrate on from the (possibly changed) state
+  stop = 1,    ///< the system is at rest for good (status at_rest)
+};
+
+/// The model monitors its undifferentiated constraints (`residual`).
+template <class Mo>
+concept HasResidual = requires(const typename Mo::Scalar* x, typename Mo::Scalar t,
+                               const typename Mo::Params& p, typename Mo::Scalar& r) {
+  Mo::residual(x, x, t, p, r, r);
+};
+
+/// The model has a potential energy (`potential`).
+template <class Mo>
+concept HasPotential = requires(const typename Mo::Scalar* x, typename Mo::Scalar t,
+                                const typename Mo::Params& p) {
+  { Mo::potential(x, t, p) } -> std::convertible_to<typename Mo::Scalar>;
+};
+
+/// The model maps natural initial quantities to consistent states and back.
+template <class Mo>
+concept HasInitialState = requires(const typename Mo::Scalar* x, typename Mo::Scalar* y,
+                                   const typename Mo::Params& p) {
+  { Mo::initial_names.size() } -> std::convertible_to<std::size_t>;
+  { Mo::initial_state(x, p, y, y) } -> std::convertible_to<bool>;
+  Mo::natural_state(x, x, p, y);
+};
+
+/// The model has an event function and a handler (e.g. stick-slip).
+template <class Mo>
+concept HasEvents = requires(const typename Mo::Scalar* x, typename Mo::Scalar* y,
+                             typename Mo::Scalar t, const typename Mo::Params& p) {
+  { Mo::event(x, x, t, p) } -> std::convertible_to<typename Mo::Scalar>;
+  { Mo::on_event(y, y, t, p) } -> std::same_as<EventAction>;
+};
 
 /// Number of parameters of a model (counted through `visit_params`).
 template <Model Mo>

@@ -7,11 +7,14 @@
 namespace ukb {
 
 /// Outcome of evaluating (or integrating) one system. A failing system gets
-/// its own status; it never aborts a batch.
+/// its own status; it never aborts a batch. Only a system whose status is ok
+/// is integrated further: at_rest, max_steps and the failures are final.
 enum class Status : int {
   ok = 0,                  ///< evaluation succeeded
   failed_mass_matrix = 1,  ///< the mass matrix M is not (numerically) positive definite
   failed_nonfinite = 2,    ///< an input or a result is NaN or infinite
+  at_rest = 3,             ///< stuck: a located event found the system at rest for good
+  max_steps = 4,           ///< the step limit was reached before the end time
 };
 
 /// Stable lower-case name of a status (as written to JSON and CSV outputs).
@@ -20,6 +23,8 @@ constexpr std::string_view to_string(Status s) {
     case Status::ok: return "ok";
     case Status::failed_mass_matrix: return "failed_mass_matrix";
     case Status::failed_nonfinite: return "failed_nonfinite";
+    case Status::at_rest: return "at_rest";
+    case Status::max_steps: return "max_steps";
   }
   return "unknown";
 }

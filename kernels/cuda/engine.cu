@@ -50,10 +50,10 @@ long evaluate_batch(const BatchView<Mo>& v, typename Mo::Scalar rank_rtol, int b
 }
 
 template <Model Mo>
-long integrate_batch(const BatchView<Mo>& v, typename Mo::Scalar dt, long max_steps,
-                     typename Mo::Scalar t_end, typename Mo::Scalar rank_rtol, int block) {
+void integrate_batch(const BatchView<Mo>& v, const kernels::RunSettings<typename Mo::Scalar>& s,
+                     int block) {
   require_device();
-  return cuda_impl::integrate<Mo>(v, dt, max_steps, t_end, rank_rtol, block);
+  cuda_impl::integrate<Mo>(v, s, block);
 }
 
 }  // namespace ukb::cuda

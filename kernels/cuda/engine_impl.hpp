@@ -35,12 +35,16 @@ struct DeviceBatch {
   static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
   int N;
   thrust::device_vector<T> q, qd, t, params, qdd, Qc_ideal, Qc_nonideal, lambda;
-  thrust::device_vector<std::int32_t> status, rank;
+  thrust::device_vector<std::int32_t> status, rank, events;
+  thrust::device_vector<std::int64_t> steps;
+  thrust::device_vector<T> t_stop, res_pos, res_vel;
 
   explicit DeviceBatch(const BatchView<Mo>& h)
       : N(h.N), q(h.q, h.q + sz(n)), qd(h.qd, h.qd + sz(n)), t(h.t, h.t + N),
         params(h.params, h.params + sz(np)), qdd(sz(n)), Qc_ideal(sz(n)), Qc_nonideal(sz(n)),
-        lambda(sz(m)), status(h.status, h.status + N), rank(N) {}
+        lambda(sz(m)), status(h.status, h.status + N), rank(N), events(h.events, h.events + N),
+        steps(h.steps, h.steps + N), t_stop(h.t_stop, h.t_stop + N),
+        res_pos(h.res_pos, h.res_pos + N), res_vel(h.res_vel, h.res_vel + N) {}
 
   std::size_t sz(int rows) const { return std::size_t(rows) * std::size_t(N); }
 
@@ -56,7 +60,12 @@ struct DeviceBatch {
             raw_pointer_cast(Qc_ideal.data()),
             raw_pointer_cast(Qc_nonideal.data()),
             raw_pointer_cast(lambda.data()),
-            raw_pointer_cast(rank.data())};
+            raw_pointer_cast(rank.data()),
+            raw_pointer_cast(steps.data()),
+            raw_pointer_cast(events.data()),
+            raw_pointer_cast(t_stop.data()),
+            raw_pointer_cast(res_pos.data()),
+            raw_pointer_cast(res_vel.data())};
   }
 
   void download_state(const BatchView<Mo>& h) const {
@@ -64,6 +73,11 @@ struct DeviceBatch {
     thrust::copy(qd.begin(), qd.end(), h.qd);
     thrust::copy(t.begin(), t.end(), h.t);
     thrust::copy(status.begin(), status.end(), h.status);
+    thrust::copy(steps.begin(), steps.end(), h.steps);
+    thrust::copy(events.begin(), events.end(), h.events);
+    thrust::copy(t_stop.begin(), t_stop.end(), h.t_stop);
+    thrust::copy(res_pos.begin(), res_pos.end(), h.res_pos);
+    thrust::copy(res_vel.begin(), res_vel.end(), h.res_vel);
   }
   void download_outputs(const BatchView<Mo>& h) const {
     thrust::copy(qdd.begin(), qdd.end(), h.qdd);
@@ -89,16 +103,14 @@ long evaluate(const BatchView<Mo>& host, typename Mo::Scalar rank_rtol, int bloc
   return thrust::count_if(d.status.begin(), d.status.end(), IsFailed{});
 }
 
-// Integrates every system (see IntegrateBody); returns the number whose
-// status is not ok afterwards.
+// Integrates every system (see kernels::IntegrateBody).
 template <Model Mo>
-long integrate(const BatchView<Mo>& host, typename Mo::Scalar dt, long max_steps,
-               typename Mo::Scalar t_end, typename Mo::Scalar rank_rtol, int block) {
+void integrate(const BatchView<Mo>& host, const kernels::RunSettings<typename Mo::Scalar>& s,
+               int block) {
   DeviceBatch<Mo> d(host);
-  const kernels::IntegrateBody<Mo> body{d.view(), dt, max_steps, t_end, rank_rtol};
+  const kernels::IntegrateBody<Mo> body{d.view(), s};
   UKB_LAUNCH(kernels::launch_config(host.N, block), host.N, body);
   d.download_state(host);
-  return thrust::count_if(d.status.begin(), d.status.end(), IsFailed{});
 }
 
 }  // namespace ukb::UKB_CUDA_IMPL_NS

@@ -17,11 +17,20 @@ namespace ukb::models {
 /// - q = (x, y); M = m I; Q = (0, -m g).
 /// - Constraint x^2 + y^2 = R^2, differentiated twice:
 ///   A = [x, y], b = -(x'^2 + y'^2).
-/// - Non-ideal force C = -mu |Qc_ideal| v/|v| with v = q' (C = 0 when v = 0):
-///   the friction force opposes the sliding velocity and its magnitude is
-///   mu times the normal force, which is the ideal constraint force.
+/// - Non-ideal force C = -mu |Qc_ideal| v/|v| with v = q': the friction
+///   force opposes the sliding velocity and its magnitude is mu times the
+///   normal force, which is the ideal constraint force. At rest (v = 0):
+///   static friction -Q_t against the tangential part of Q where
+///   |Q_t| <= mu |Qc_ideal|, else -mu |Qc_ideal| Q_t/|Q_t| against the
+///   impending motion (detail::coulomb_friction).
 /// `R` does not enter the acceleration (A and b depend on the state only); it
 /// fixes the ring for initial states and residual monitoring.
+///
+/// Monitoring and `ukb run`: residuals phi = r - R and r' (r = |q|);
+/// V = m g y; natural quantities theta (angle from +x, counter-clockwise;
+/// q = R (cos theta, sin theta)) and omega = theta'. Stick-slip: the event
+/// is the sliding velocity r omega = (x y' - y x')/r; at its zero the bead
+/// sticks for good where |cot theta| <= mu (coulomb_holds), else slides on.
 template <class T>
 struct BeadOnRing {
   using Scalar = T;
@@ -32,6 +41,7 @@ struct BeadOnRing {
   static constexpr int n = 2;  // q = (x, y)
   static constexpr int m = 1;  // x^2 + y^2 = R^2
   static constexpr std::array<const char*, n> coords{"x", "y"};
+  static constexpr std::array<const char*, 2> initial_names{"theta", "omega"};
 
   struct Params {
     T m = T(1);      // bead mass
@@ -64,9 +74,46 @@ struct BeadOnRing {
     b[0] = -(qd[0] * qd[0] + qd[1] * qd[1]);
   }
 
-  UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
-                              const T* Qc_ideal, const T* /*lambda*/, T* C) {
-    detail::coulomb_sliding<n>(qd, Qc_ideal, p.mu, C);
+  UKB_HD static void nonideal(const T* q, const T* qd, T t, const Params& p, const T* Qc_ideal,
+                              const T* /*lambda*/, T* C) {
+    detail::coulomb_friction<BeadOnRing>(q, qd, t, p, Qc_ideal, p.mu, C);
+  }
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+                              T& vel) {
+    using std::abs;
+    using std::sqrt;
+    const T r = sqrt(q[0] * q[0] + q[1] * q[1]);
+    pos = abs(r - p.R);
+    vel = abs(q[0] * qd[0] + q[1] * qd[1]) / r;
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
+    using std::cos;
+    using std::sin;
+    const T c = cos(ic[0]), s = sin(ic[0]);
+    q[0] = p.R * c;
+    q[1] = p.R * s;
+    qd[0] = -p.R * ic[1] * s;
+    qd[1] = p.R * ic[1] * c;
+    return true;
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
+    using std::atan2;
+    ic[0] = atan2(q[1], q[0]);
+    ic[1] = (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
+  }
+
+  UKB_HD static T event(const T* q, const T* qd, T /*t*/, const Params& /*p*/) {
+    using std::sqrt;
+    return (q[0] * qd[1] - q[1] * qd[0]) / sqrt(q[0] * q[0] + q[1] * q[1]);
+  }
+
+  UKB_HD static EventAction on_event(T* q, T* qd, T t, const Params& p) {
+    return detail::coulomb_stick_or_slip<BeadOnRing>(q, qd, t, p, p.mu);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ukb/config.hpp"
+#include "ukb/model.hpp"
 
 namespace ukb::models::detail {
 
@@ -29,6 +30,92 @@ UKB_HD inline void coulomb_sliding(const T* v, const T* Qc_ideal, T mu, T* C) {
   const T speed = sqrt(v2);
   const T k = speed > T(0) ? -mu * sqrt(n2) / speed : T(0);
   for (int i = 0; i < N; ++i) C[i] = k * v[i];
+}
+
+/// Static Coulomb friction on a point mass momentarily at rest against one
+/// constraint row with normal a (N) under the impressed force Q (N), when
+/// the row's b vanishes at rest (so the normal force balances the normal
+/// part of Q): with Q_n = (a.Q / |a|^2) a and Q_t = Q - Q_n, friction can
+/// hold the mass exactly when |Q_t| <= mu |Q_n|.
+template <int N, class T>
+UKB_HD inline bool coulomb_holds(const T* a, const T* Q, T mu) {
+  T aa = T(0), aQ = T(0);
+  for (int i = 0; i < N; ++i) {
+    aa += a[i] * a[i];
+    aQ += a[i] * Q[i];
+  }
+  const T k = aQ / aa;
+  T t2 = T(0), n2 = T(0);
+  for (int i = 0; i < N; ++i) {
+    const T qn = k * a[i];
+    n2 += qn * qn;
+    t2 += (Q[i] - qn) * (Q[i] - qn);
+  }
+  return t2 <= mu * mu * n2;
+}
+
+/// Coulomb friction on a point-mass model with one contact row whose b
+/// vanishes at rest (mass matrix m I): sliding (q' != 0), the force of
+/// coulomb_sliding; momentarily at rest (q' = 0), static friction against
+/// the tangential part Q_t of the impressed force: -Q_t where that is at
+/// most mu |N| (the mass stays at rest), else -mu |N| Q_t / |Q_t| (kinetic
+/// friction opposing the impending motion), N = Qc_ideal the normal force.
+template <class Mo, class T>
+UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename Mo::Params& p,
+                                    const T* Qc_ideal, T mu, T* C) {
+  using std::sqrt;
+  constexpr int n = Mo::n;
+  static_assert(Mo::m == 1, "one contact row");
+  T v2 = T(0);
+  for (int i = 0; i < n; ++i) v2 += qd[i] * qd[i];
+  if (v2 > T(0)) {
+    coulomb_sliding<n>(qd, Qc_ideal, mu, C);
+    return;
+  }
+  T A[n], b[1], Q[n];
+  Mo::constraints(q, qd, t, p, A, b);
+  Mo::force(q, qd, t, p, Q);
+  T aa = T(0), aQ = T(0), n2 = T(0);
+  for (int i = 0; i < n; ++i) {
+    aa += A[i] * A[i];
+    aQ += A[i] * Q[i];
+    n2 += Qc_ideal[i] * Qc_ideal[i];
+  }
+  T t2 = T(0);
+  for (int i = 0; i < n; ++i) {
+    C[i] = Q[i] - aQ / aa * A[i];  // Q_t
+    t2 += C[i] * C[i];
+  }
+  const T limit = mu * sqrt(n2), qt = sqrt(t2);
+  const T k = qt <= limit ? T(-1) : -limit / qt;
+  for (int i = 0; i < n; ++i) C[i] *= k;
+}
+
+/// The stick-or-slip handler of a Coulomb point-mass model with one
+/// constraint row (mass matrix m I) at a located zero of its sliding
+/// velocity (the state is the last one reached without crossing it, so the
+/// velocity is zero to within the event tolerance): the velocity is set to
+/// exactly zero; the system then stops for good if static friction can hold
+/// it there (coulomb_holds) and slides on otherwise (the friction of
+/// coulomb_friction at rest then opposes the impending motion).
+template <class Mo, class T>
+UKB_HD inline EventAction coulomb_stick_or_slip(T* q, T* qd, T t, const typename Mo::Params& p,
+                                                T mu) {
+  static_assert(Mo::m == 1, "one contact row");
+  for (int i = 0; i < Mo::n; ++i) qd[i] = T(0);
+  T A[Mo::n], b[1], Q[Mo::n];
+  Mo::constraints(q, qd, t, p, A, b);
+  Mo::force(q, qd, t, p, Q);
+  return coulomb_holds<Mo::n>(A, Q, mu) ? EventAction::stop : EventAction::resume;
+}
+
+/// Kinetic energy 1/2 v^T M v (M n x n, row-major).
+template <int N, class T>
+UKB_HD inline T kinetic_energy(const T* M, const T* v) {
+  T e = T(0);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) e += v[i] * M[i * N + j] * v[j];
+  return T(0.5) * e;
 }
 
 /// Velocity-proportional damping C = -c v (N).

@@ -18,10 +18,18 @@ namespace ukb::models {
 /// - q = (x, y); M = m I; Q = (0, -m g).
 /// - Constraint x sin(alpha) + y cos(alpha) = 0, differentiated twice:
 ///   A = [sin(alpha), cos(alpha)], b = 0.
-/// - Non-ideal force C = -mu |Qc_ideal| v/|v| (C = 0 when v = 0).
+/// - Non-ideal force C = -mu |Qc_ideal| v/|v|; at rest (v = 0) static
+///   friction up to mu |Qc_ideal| against the tangential part of Q, kinetic
+///   friction against the impending motion beyond (detail::coulomb_friction).
 /// While sliding down the line (unit direction (cos alpha, -sin alpha)), the
 /// arclength s obeys s'' = g (sin alpha - mu cos alpha); sliding up,
 /// s'' = g (sin alpha + mu cos alpha) towards the bottom.
+///
+/// Monitoring and `ukb run`: residuals phi = x sin(alpha) + y cos(alpha) and
+/// its rate; V = m g y; natural quantities s (distance from the origin along
+/// the line, positive down the slope) and v = s'. Stick-slip: the event is
+/// v; at its zero the block sticks for good when tan(alpha) <= mu, else it
+/// slides on (down the slope).
 template <class T>
 struct InclineBlock {
   using Scalar = T;
@@ -32,6 +40,7 @@ struct InclineBlock {
   static constexpr int n = 2;  // q = (x, y)
   static constexpr int m = 1;  // x sin(alpha) + y cos(alpha) = 0
   static constexpr std::array<const char*, n> coords{"x", "y"};
+  static constexpr std::array<const char*, 2> initial_names{"s", "v"};
 
   struct Params {
     T m = T(1);       // block mass
@@ -66,9 +75,49 @@ struct InclineBlock {
     b[0] = T(0);
   }
 
-  UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
-                              const T* Qc_ideal, const T* /*lambda*/, T* C) {
-    detail::coulomb_sliding<n>(qd, Qc_ideal, p.mu, C);
+  UKB_HD static void nonideal(const T* q, const T* qd, T t, const Params& p, const T* Qc_ideal,
+                              const T* /*lambda*/, T* C) {
+    detail::coulomb_friction<InclineBlock>(q, qd, t, p, Qc_ideal, p.mu, C);
+  }
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+                              T& vel) {
+    using std::abs;
+    using std::cos;
+    using std::sin;
+    const T sa = sin(p.alpha), ca = cos(p.alpha);
+    pos = abs(q[0] * sa + q[1] * ca);
+    vel = abs(qd[0] * sa + qd[1] * ca);
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
+    using std::cos;
+    using std::sin;
+    const T ca = cos(p.alpha), sa = sin(p.alpha);
+    q[0] = ic[0] * ca;
+    q[1] = -ic[0] * sa;
+    qd[0] = ic[1] * ca;
+    qd[1] = -ic[1] * sa;
+    return true;
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& p, T* ic) {
+    using std::cos;
+    using std::sin;
+    ic[0] = q[0] * cos(p.alpha) - q[1] * sin(p.alpha);
+    ic[1] = event(q, qd, T(0), p);
+  }
+
+  UKB_HD static T event(const T* /*q*/, const T* qd, T /*t*/, const Params& p) {
+    using std::cos;
+    using std::sin;
+    return qd[0] * cos(p.alpha) - qd[1] * sin(p.alpha);
+  }
+
+  UKB_HD static EventAction on_event(T* q, T* qd, T t, const Params& p) {
+    return detail::coulomb_stick_or_slip<InclineBlock>(q, qd, t, p, p.mu);
   }
 };
 

@@ -19,6 +19,10 @@ namespace ukb::models {
 /// - Constraint y' - z^2 x' = 0, differentiated once:
 ///   A = [-z^2, 1, 0], b = 2 z z' x'.
 /// - Non-ideal force C = -a0 |u| u with u = q' the velocity.
+///
+/// Monitoring and `ukb run`: no holonomic row (position residual 0),
+/// velocity residual psi = y' - z^2 x'; V = -(fx x + fy y + fz z); natural
+/// quantities x, y, z, x_dot, z_dot (y_dot = z^2 x_dot follows).
 template <class T>
 struct NonholonomicParticle {
   using Scalar = T;
@@ -29,6 +33,7 @@ struct NonholonomicParticle {
   static constexpr int n = 3;  // q = (x, y, z)
   static constexpr int m = 1;  // y' = z^2 x'
   static constexpr std::array<const char*, n> coords{"x", "y", "z"};
+  static constexpr std::array<const char*, 5> initial_names{"x", "y", "z", "x_dot", "z_dot"};
 
   struct Params {
     T m = T(1);       // particle mass
@@ -71,6 +76,35 @@ struct NonholonomicParticle {
     const T speed = sqrt(qd[0] * qd[0] + qd[1] * qd[1] + qd[2] * qd[2]);
     for (int i = 0; i < n; ++i) C[i] = -p.a0 * speed * qd[i];
   }
-};
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T& pos,
+                              T& vel) {
+    using std::abs;
+    pos = T(0);
+    vel = abs(qd[1] - q[2] * q[2] * qd[0]);
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
+    return -(p.fx * q[0] + p.fy * q[1] + p.fz * q[2]);
+  }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& /*p*/, T* q, T* qd) {
+    q[0] = ic[0];
+    q[1] = ic[1];
+    q[2] = ic[2];
+    qd[0] = ic[3];
+    qd[1] = ic[2] * ic[2] * ic[3];
+    qd[2] = ic[4];
+    return true;
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
+    ic[0] = q[0];
+    ic[1] = q[1];
+    ic[2] = q[2];
+    ic[3] = qd[0];
+    ic[4] = qd[2];
+  }
+};;
 
 }  // namespace ukb::models

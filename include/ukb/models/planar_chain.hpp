@@ -16,6 +16,13 @@ inline constexpr const char* chain_coord_table[] = {
     "x1", "y1", "x2", "y2", "x3",  "y3",  "x4",  "y4",  "x5",  "y5",  "x6",  "y6",
     "x7", "y7", "x8", "y8", "x9",  "y9",  "x10", "y10", "x11", "y11", "x12", "y12"};
 
+inline constexpr const char* chain_angle_table[] = {
+    "theta1", "theta2", "theta3", "theta4",  "theta5",  "theta6",
+    "theta7", "theta8", "theta9", "theta10", "theta11", "theta12"};
+inline constexpr const char* chain_rate_table[] = {
+    "omega1", "omega2", "omega3", "omega4",  "omega5",  "omega6",
+    "omega7", "omega8", "omega9", "omega10", "omega11", "omega12"};
+
 constexpr const char* chain_name(int k) {
   return k == 3 ? "planar_chain_3" : k == 6 ? "planar_chain_6" : k == 12 ? "planar_chain_12"
                                                                        : "planar_chain";
@@ -31,6 +38,11 @@ constexpr const char* chain_name(int k) {
 ///   |d_k|^2 = l^2, differentiated twice: d_k . (p_k'' - p_{k-1}'') = -|d_k'|^2.
 ///   Row k of A holds d_k in the columns of p_k and -d_k in those of p_{k-1}.
 /// - Non-ideal force C = -c q' (Udwadia & Kalaba 2001, section 2.2).
+///
+/// Monitoring and `ukb run`: residuals max_k ||d_k| - l| and
+/// max_k |d_k . d_k'| / |d_k|; V = m g sum_k y_k; natural quantities
+/// theta1..thetaK (angle of link k from the downward vertical,
+/// d_k = l (sin theta_k, -cos theta_k)) and omega1..omegaK (their rates).
 template <class T, int K>
 struct PlanarChain {
   static_assert(K >= 1 && K <= 12, "planar_chain supports 1..12 masses");
@@ -44,6 +56,14 @@ struct PlanarChain {
   static constexpr std::array<const char*, n> coords = [] {
     std::array<const char*, n> a{};
     for (int i = 0; i < n; ++i) a[i] = detail::chain_coord_table[i];
+    return a;
+  }();
+  static constexpr std::array<const char*, 2 * K> initial_names = [] {
+    std::array<const char*, 2 * K> a{};
+    for (int k = 0; k < K; ++k) {
+      a[k] = detail::chain_angle_table[k];
+      a[K + k] = detail::chain_rate_table[k];
+    }
     return a;
   }();
 
@@ -73,17 +93,24 @@ struct PlanarChain {
     }
   }
 
+  /// Link k: d = p_k - p_{k-1} and its rate u (p_{-1} = the pivot, at rest).
+  UKB_HD static void link(const T* q, const T* qd, int k, T& dx, T& dy, T& ux, T& uy) {
+    dx = q[2 * k], dy = q[2 * k + 1], ux = qd[2 * k], uy = qd[2 * k + 1];
+    if (k > 0) {
+      dx -= q[2 * k - 2];
+      dy -= q[2 * k - 1];
+      ux -= qd[2 * k - 2];
+      uy -= qd[2 * k - 1];
+    }
+  }
+
   UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T* A,
                                  T* b) {
     for (int i = 0; i < m * n; ++i) A[i] = T(0);
     for (int k = 0; k < K; ++k) {
-      // d = p_k - p_{k-1} and its rate (p_0 = origin, at rest).
-      T dx = q[2 * k], dy = q[2 * k + 1], ux = qd[2 * k], uy = qd[2 * k + 1];
+      T dx, dy, ux, uy;
+      link(q, qd, k, dx, dy, ux, uy);
       if (k > 0) {
-        dx -= q[2 * k - 2];
-        dy -= q[2 * k - 1];
-        ux -= qd[2 * k - 2];
-        uy -= qd[2 * k - 1];
         A[k * n + 2 * k - 2] = -dx;
         A[k * n + 2 * k - 1] = -dy;
       }
@@ -96,6 +123,61 @@ struct PlanarChain {
   UKB_HD static void nonideal(const T* /*q*/, const T* qd, T /*t*/, const Params& p,
                               const T* /*Qc_ideal*/, const T* /*lambda*/, T* C) {
     detail::linear_damping<n>(qd, p.c, C);
+  }
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+                              T& vel) {
+    using std::abs;
+    using std::sqrt;
+    pos = T(0);
+    vel = T(0);
+    for (int k = 0; k < K; ++k) {
+      T dx, dy, ux, uy;
+      link(q, qd, k, dx, dy, ux, uy);
+      const T len = sqrt(dx * dx + dy * dy);
+      const T e = abs(len - p.l), ev = abs(dx * ux + dy * uy) / len;
+      pos = e > pos ? e : pos;
+      vel = ev > vel ? ev : vel;
+    }
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
+    T y = T(0);
+    for (int k = 0; k < K; ++k) y += q[2 * k + 1];
+    return p.m * p.g * y;
+  }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
+    using std::cos;
+    using std::sin;
+    T x = T(0), y = T(0), u = T(0), w = T(0);
+    for (int k = 0; k < K; ++k) {
+      const T s = sin(ic[k]), c = cos(ic[k]);
+      x += p.l * s;
+      y -= p.l * c;
+      u += p.l * ic[K + k] * c;
+      w += p.l * ic[K + k] * s;
+      q[2 * k] = x;
+      q[2 * k + 1] = y;
+      qd[2 * k] = u;
+      qd[2 * k + 1] = w;
+    }
+    return true;
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
+    using std::atan2;
+    for (int k = 0; k < K; ++k) {
+      T dx = q[2 * k], dy = q[2 * k + 1], ux = qd[2 * k], uy = qd[2 * k + 1];
+      if (k > 0) {
+        dx -= q[2 * k - 2];
+        dy -= q[2 * k - 1];
+        ux -= qd[2 * k - 2];
+        uy -= qd[2 * k - 1];
+      }
+      ic[k] = atan2(dx, -dy);
+      ic[K + k] = (dx * uy - dy * ux) / (dx * dx + dy * dy);
+    }
   }
 };
 

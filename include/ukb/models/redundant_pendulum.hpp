@@ -22,6 +22,10 @@ namespace ukb::models {
 /// The rows are parallel, so A has rank 1. They are consistent exactly when
 /// the radial velocity x x' + y y' vanishes; otherwise the solution is the
 /// (mass-weighted) least-squares one that the pseudo-inverse gives.
+///
+/// Monitoring and `ukb run`: residuals phi = r - l and r'; V = m g y;
+/// natural quantities theta (angle from the downward vertical,
+/// q = l (sin theta, -cos theta)) and omega = theta'.
 template <class T>
 struct RedundantPendulum {
   using Scalar = T;
@@ -32,6 +36,7 @@ struct RedundantPendulum {
   static constexpr int n = 2;  // q = (x, y)
   static constexpr int m = 2;  // the same constraint in two forms
   static constexpr std::array<const char*, n> coords{"x", "y"};
+  static constexpr std::array<const char*, 2> initial_names{"theta", "omega"};
 
   struct Params {
     T m = T(1);     // bob mass
@@ -75,6 +80,34 @@ struct RedundantPendulum {
                               const T* /*Qc_ideal*/, const T* /*lambda*/, T* C) {
     detail::linear_damping<n>(qd, p.c, C);
   }
-};
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+                              T& vel) {
+    using std::abs;
+    using std::sqrt;
+    const T r = sqrt(q[0] * q[0] + q[1] * q[1]);
+    pos = abs(r - p.l);
+    vel = abs(q[0] * qd[0] + q[1] * qd[1]) / r;
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
+    using std::cos;
+    using std::sin;
+    const T s = sin(ic[0]), c = cos(ic[0]);
+    q[0] = p.l * s;
+    q[1] = -p.l * c;
+    qd[0] = p.l * ic[1] * c;
+    qd[1] = p.l * ic[1] * s;
+    return true;
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
+    using std::atan2;
+    ic[0] = atan2(q[0], -q[1]);
+    ic[1] = (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
+  }
+};;
 
 }  // namespace ukb::models

@@ -32,6 +32,13 @@ namespace ukb::models {
 ///     b = -nn . (J' q') = -(l1 cos(th1 - beta) th1'^2 + l2 cos(th2 - beta) th2'^2).
 /// Non-ideal force: viscous friction at the tip along the line,
 /// F = -c (t . p') t, as generalized force C = J^T F.
+///
+/// Monitoring and `ukb run`: residuals |nn . (p - p0)| and |A q'|; V as
+/// above; natural quantities theta1, omega1 and elbow (+1 or -1): theta2 =
+/// beta + elbow acos(-(nn . p0 + l1 cos(theta1 - beta)) / l2) puts the tip
+/// on the line, omega2 = -l1 sin(theta1 - beta) omega1 / (l2 sin(theta2 -
+/// beta)) keeps it there; no consistent state exists where the acos
+/// argument leaves [-1, 1] or, with omega1 != 0, sin(theta2 - beta) = 0.
 template <class T>
 struct TwoLinkArm {
   using Scalar = T;
@@ -42,6 +49,7 @@ struct TwoLinkArm {
   static constexpr int n = 2;  // q = (theta1, theta2)
   static constexpr int m = 1;  // tip on the line
   static constexpr std::array<const char*, n> coords{"theta1", "theta2"};
+  static constexpr std::array<const char*, 3> initial_names{"theta1", "omega1", "elbow"};
 
   struct Params {
     T m1 = T(1);      // mass of rod 1
@@ -106,6 +114,46 @@ struct TwoLinkArm {
     const T s = -p.c * (tx * pdx + ty * pdy);  // F = s t
     C[0] = J00 * s * tx + J10 * s * ty;
     C[1] = J01 * s * tx + J11 * s * ty;
+  }
+
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+                              T& vel) {
+    using std::abs;
+    using std::cos;
+    using std::sin;
+    const T c1 = cos(q[0] - p.beta), c2 = cos(q[1] - p.beta);
+    const T nn_p0 = -sin(p.beta) * p.p0x + cos(p.beta) * p.p0y;
+    pos = abs(-p.l1 * c1 - p.l2 * c2 - nn_p0);
+    vel = abs(p.l1 * sin(q[0] - p.beta) * qd[0] + p.l2 * sin(q[1] - p.beta) * qd[1]);
+  }
+
+  UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
+    using std::cos;
+    return -(T(0.5) * p.m1 + p.m2) * p.g * p.l1 * cos(q[0]) -
+           T(0.5) * p.m2 * p.g * p.l2 * cos(q[1]);
+  }
+
+  UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
+    using std::acos;
+    using std::cos;
+    using std::isfinite;
+    using std::sin;
+    const T nn_p0 = -sin(p.beta) * p.p0x + cos(p.beta) * p.p0y;
+    const T c = -(nn_p0 + p.l1 * cos(ic[0] - p.beta)) / p.l2;
+    if (!(c >= T(-1) && c <= T(1))) return false;
+    q[0] = ic[0];
+    q[1] = p.beta + (ic[2] < T(0) ? -acos(c) : acos(c));
+    const T s2 = sin(q[1] - p.beta);
+    qd[0] = ic[1];
+    qd[1] = ic[1] == T(0) ? T(0) : -p.l1 * sin(ic[0] - p.beta) * ic[1] / (p.l2 * s2);
+    return isfinite(qd[1]);
+  }
+
+  UKB_HD static void natural_state(const T* q, const T* qd, const Params& p, T* ic) {
+    using std::sin;
+    ic[0] = q[0];
+    ic[1] = qd[0];
+    ic[2] = sin(q[1] - p.beta) < T(0) ? T(-1) : T(1);
   }
 };
 

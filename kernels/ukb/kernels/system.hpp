@@ -45,19 +45,127 @@ struct EvaluateBody {
   }
 };
 
-/// Integrates system i with RK4: at most `max_steps` steps of `dt`, the last
-/// one shortened to end exactly at `t_end` (pass +infinity for a plain step
-/// count). The state stays in local arrays for the whole run; global memory
-/// is read once and written once. A system whose status is not ok is left
-/// alone; one whose step fails keeps its last good state and the status.
+/// What one integration call does for every system (see IntegrateBody).
+template <class T>
+struct RunSettings {
+  T dt{};               ///< step size (> 0)
+  T t_end{};            ///< end time; +infinity for none
+  long max_steps = 0;   ///< limit on the accepted steps since set_state
+  long budget = 0;      ///< at most this many steps in this call
+  T event_tol{};        ///< events: width of the final time bracket (> 0)
+  T rank_rtol{};        ///< relative rank tolerance of the pseudo-inverse
+  bool events = false;  ///< locate events and call the model's handler
+  bool monitor = false; ///< track the model's constraint residuals
+};
+
+/// True while a system still has work: status ok, end time not reached
+/// (within dt * 1e-9) and fewer than max_steps steps taken.
+template <class T>
+UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps,
+                              const RunSettings<T>& s) {
+  return status == static_cast<std::int32_t>(Status::ok) && s.t_end - t > s.dt * T(1e-9) &&
+         steps < s.max_steps;
+}
+
+/// One RK4 step of size h from (q, q', t) that also tells whether it is
+/// clean: the model's event function keeps the sign of g0 (!= 0) at the
+/// states of stages 2, 3 and 4 and at the end. A step that is not clean
+/// crosses an event (for Coulomb friction: the sliding velocity reaches zero,
+/// where the friction force jumps), and RK4 must not be trusted across it.
+template <Model Mo>
+UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
+                         typename Mo::Scalar h, typename Mo::Scalar g0,
+                         const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
+                         bool& clean) {
+  using T = typename Mo::Scalar;
+  const bool positive = g0 > T(0);
+  clean = true;
+  auto same_side = [&](const T* qs, const T* vs, T ts) {
+    const T g = Mo::event(qs, vs, ts, p);
+    if (!(g != T(0) && (g > T(0)) == positive)) clean = false;
+  };
+  const Status st = rk4_step<Mo>(q, qd, t, h, p, rank_rtol, same_side);
+  if (st == Status::ok) same_side(q, qd, t);
+  return st;
+}
+
+/// Locates the event inside a step of size h from (q0, qd0, t0) whose event
+/// function is g0 != 0 at the start and which is not clean (event_step):
+/// bisection on the step size between the longest clean trial step (lo,
+/// initially 0) and the shortest unclean one (hi, initially h), each trial an
+/// RK4 step from the start, until hi - lo <= tol. On return (q, qd, t) hold
+/// the state at t0 + lo: the last instant reached without crossing the event,
+/// within tol of the first that crosses it.
+template <Model Mo>
+UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Scalar* qd0,
+                           typename Mo::Scalar t0, typename Mo::Scalar g0, typename Mo::Scalar h,
+                           const typename Mo::Params& p, const RunSettings<typename Mo::Scalar>& s,
+                           typename Mo::Scalar* q, typename Mo::Scalar* qd,
+                           typename Mo::Scalar& t) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n;
+  for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
+  t = t0;
+  T lo = T(0), hi = h;
+  for (int it = 0; it < 200 && hi - lo > s.event_tol; ++it) {
+    const T x = lo + T(0.5) * (hi - lo);
+    if (!(x > lo && x < hi)) break;  // the bracket is at the resolution of T
+    T qx[n], vx[n], tx = t0;
+    for (int j = 0; j < n; ++j) qx[j] = q0[j], vx[j] = qd0[j];
+    bool clean = false;
+    const Status st = event_step<Mo>(qx, vx, tx, x, g0, p, s.rank_rtol, clean);
+    if (st != Status::ok) return st;
+    if (clean) {
+      lo = x;
+      for (int j = 0; j < n; ++j) q[j] = qx[j], qd[j] = vx[j];
+      t = tx;
+    } else {
+      hi = x;
+    }
+  }
+  return Status::ok;
+}
+
+/// Integrates system i with RK4 (DESIGN.md §2: the state stays in local
+/// arrays for the whole call; global memory is read once and written once).
+/// Steps of dt, the last one shortened to end exactly at t_end, until the
+/// system is no longer run_active or `budget` steps are taken. A system that
+/// reaches max_steps before a finite t_end gets the status max_steps.
+///
+/// With `events` (and a model with events): a step from a state whose event
+/// function g is not zero that is not clean (event_step: g changes sign at
+/// a stage or at the end) is replaced by the step to the located event
+/// (locate_event), and the model's handler then resumes the system or stops
+/// it for good (status at_rest, t_stop = the event time). From a state with
+/// g exactly zero (a handler has just set the sliding velocity to zero) the
+/// next step is taken as it is. A system that starts with g exactly zero
+/// consults the handler once first.
+/// `steps` counts accepted steps (the trials of the location are not
+/// counted), `events` the calls of the handler (located events and the
+/// start with g exactly zero). With `monitor` (and a model with
+/// `residual`) res_pos and res_vel hold the largest residuals seen at the
+/// initial state and after every step. A system whose status is not ok is
+/// left alone; one whose step fails keeps its last good state and the
+/// status. The outcome does not depend on how the steps are split among
+/// calls.
 template <Model Mo>
 struct IntegrateBody {
   using T = typename Mo::Scalar;
   BatchView<Mo> v;
-  T dt;
-  long max_steps;
-  T t_end;
-  T rank_rtol;
+  RunSettings<T> s;
+
+  UKB_HD void monitor(const T* q, const T* qd, T t, const typename Mo::Params& p, T& rp,
+                      T& rv) const {
+    if constexpr (HasResidual<Mo>) {
+      if (!s.monitor) return;
+      T a, b;
+      Mo::residual(q, qd, t, p, a, b);
+      rp = a > rp || a != a ? a : rp;  // NaN propagates
+      rv = b > rv || b != b ? b : rv;
+    } else {
+      (void)q, (void)qd, (void)t, (void)p, (void)rp, (void)rv;
+    }
+  }
 
   UKB_HD void operator()(int i) const {
     constexpr int n = Mo::n;
@@ -68,23 +176,79 @@ struct IntegrateBody {
       q[j] = v.q[std::size_t(j) * N + i];
       qd[j] = v.qd[std::size_t(j) * N + i];
     }
-    T t = v.t[i];
+    T t = v.t[i], rp = v.res_pos[i], rv = v.res_vel[i];
+    std::int64_t steps = v.steps[i];
+    std::int32_t events = v.events[i];
     const typename Mo::Params p = load_params<Mo>(v, i);
     Status st = Status::ok;
-    for (long k = 0; k < max_steps; ++k) {
-      T h = dt;
-      const T remaining = t_end - t;
-      if (!(remaining > dt * T(1e-9))) break;     // reached t_end
-      if (remaining < dt * T(1 + 1e-9)) h = remaining;  // last, shortened step
+    bool rest = false;
+    T g = T(0);
+    if (steps == 0) monitor(q, qd, t, p, rp, rv);
+    if constexpr (HasEvents<Mo>) {
+      if (s.events) {
+        g = Mo::event(q, qd, t, p);
+        if (steps == 0 && g == T(0)) {
+          ++events;
+          rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
+          g = Mo::event(q, qd, t, p);
+        }
+      }
+    }
+    for (long k = 0; k < s.budget && !rest; ++k) {
+      const T remaining = s.t_end - t;
+      if (!(remaining > s.dt * T(1e-9))) break;  // reached t_end
+      if (steps >= s.max_steps) {
+        if (s.t_end - s.t_end == T(0)) st = Status::max_steps;  // finite t_end not reached
+        break;
+      }
+      const T h = remaining < s.dt * T(1 + 1e-9) ? remaining : s.dt;  // last step shortened
       if (!(t + h > t)) break;  // t too large for dt to advance it: stop, never loop
-      st = rk4_step<Mo>(q, qd, t, h, p, rank_rtol);
+      T q0[n], qd0[n];
+      const T t0 = t;
+      for (int j = 0; j < n; ++j) q0[j] = q[j], qd0[j] = qd[j];
+      bool clean = true;
+      if constexpr (HasEvents<Mo>) {
+        if (s.events && g != T(0)) {
+          st = event_step<Mo>(q, qd, t, h, g, p, s.rank_rtol, clean);
+        } else {
+          st = rk4_step<Mo>(q, qd, t, h, p, s.rank_rtol);
+        }
+      } else {
+        st = rk4_step<Mo>(q, qd, t, h, p, s.rank_rtol);
+      }
       if (st != Status::ok) break;
+      ++steps;
+      if constexpr (HasEvents<Mo>) {
+        if (s.events) {
+          if (!clean) {
+            st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t);
+            if (st != Status::ok) {  // keep the state before this step
+              for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
+              t = t0;
+              --steps;
+              break;
+            }
+            ++events;
+            rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
+          }
+          g = Mo::event(q, qd, t, p);
+        }
+      }
+      monitor(q, qd, t, p, rp, rv);
+    }
+    if (rest) {
+      st = Status::at_rest;
+      v.t_stop[i] = t;
     }
     for (int j = 0; j < n; ++j) {
       v.q[std::size_t(j) * N + i] = q[j];
       v.qd[std::size_t(j) * N + i] = qd[j];
     }
     v.t[i] = t;
+    v.steps[i] = steps;
+    v.events[i] = events;
+    v.res_pos[i] = rp;
+    v.res_vel[i] = rv;
     v.status[i] = static_cast<std::int32_t>(st);
   }
 };

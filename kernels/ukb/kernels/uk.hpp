@@ -97,12 +97,20 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   return finite ? Status::ok : Status::failed_nonfinite;
 }
 
+/// Stage observer that does nothing (see rk4_step).
+struct NoStageObserver {
+  template <class T>
+  UKB_HD void operator()(const T*, const T*, T) const {}
+};
+
 /// One classical RK4 step of size h on (q, q', t). On a failed stage the
-/// state is left unchanged and that stage's status is returned.
-template <Model Mo>
+/// state is left unchanged and that stage's status is returned. `observe`
+/// sees the states of stages 2, 3 and 4 (q, q', t) before they are
+/// evaluated; it does not change the arithmetic.
+template <Model Mo, class Observe = NoStageObserver>
 UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
                        typename Mo::Scalar h, const typename Mo::Params& p,
-                       typename Mo::Scalar rank_rtol) {
+                       typename Mo::Scalar rank_rtol, const Observe& observe = {}) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n;
   Accel<Mo> k;
@@ -119,6 +127,7 @@ UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename
   }
   // Stages 2 and 3 at the midpoint, weights 2.
   for (int stage = 2; stage <= 3; ++stage) {
+    observe(qs, vs, t + half);
     st = uk_accel<Mo>(qs, vs, t + half, p, rank_rtol, k);
     if (st != Status::ok) return st;
     const T step = stage == 2 ? half : h;
@@ -131,6 +140,7 @@ UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename
     }
   }
   // Stage 4 at the end point.
+  observe(qs, vs, t + h);
   st = uk_accel<Mo>(qs, vs, t + h, p, rank_rtol, k);
   if (st != Status::ok) return st;
   const T sixth = h / T(6);
