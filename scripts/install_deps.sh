@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(cmake make g++ libeigen3-dev libgtest-dev libbenchmark-dev
-          libcli11-dev nlohmann-json3-dev)
+          libcli11-dev nlohmann-json3-dev libtomlplusplus-dev librandom123-dev
+          python3 python3-numpy python3-matplotlib)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,11 +1,76 @@
 #include "ukb/registry.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "ukb/models/all.hpp"
 
 namespace ukb {
 namespace {
+
+template <Model Mo>
+void add_run_hooks(ModelInfo& info) {
+  constexpr int n = Mo::n;
+  info.has_events = HasEvents<Mo>;
+  info.has_potential = HasPotential<Mo>;
+  info.has_residual = HasResidual<Mo>;
+  if constexpr (HasInitialState<Mo>) {
+    info.initial_names.assign(Mo::initial_names.begin(), Mo::initial_names.end());
+    info.initial_state = [](std::span<const double> values, const double* ic, double* q,
+                            double* qd) {
+      return static_cast<bool>(Mo::initial_state(ic, params_from<Mo>(values), q, qd));
+    };
+    info.natural_state = [](std::span<const double> values, const double* q, const double* qd,
+                            double* ic) { Mo::natural_state(q, qd, params_from<Mo>(values), ic); };
+  }
+  info.residual = [](std::span<const double> values, const double* q, const double* qd, double t,
+                     double& pos, double& vel) {
+    if constexpr (HasResidual<Mo>) {
+      Mo::residual(q, qd, t, params_from<Mo>(values), pos, vel);
+    } else {
+      (void)values, (void)q, (void)qd, (void)t;
+      pos = vel = std::numeric_limits<double>::quiet_NaN();
+    }
+  };
+  info.energy = [](std::span<const double> values, const double* q, const double* qd, double t) {
+    if constexpr (HasPotential<Mo>) {
+      const typename Mo::Params p = params_from<Mo>(values);
+      double M[n * n];
+      Mo::mass(q, t, p, M);
+      return models::detail::kinetic_energy<n>(M, qd) + Mo::potential(q, t, p);
+    } else {
+      (void)values, (void)q, (void)qd, (void)t;
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+  };
+  info.advance = [](EnsembleChunk& c, Backend backend, const RunOptions& run, long budget,
+                    const EngineOptions& options) {
+    const int N = c.N;
+    Batch<Mo> b(N);
+    BatchView<Mo> v = b.view();
+    std::copy(c.params.begin(), c.params.end(), v.params);
+    std::copy(c.q.begin(), c.q.end(), v.q);
+    std::copy(c.qd.begin(), c.qd.end(), v.qd);
+    std::copy(c.t.begin(), c.t.end(), v.t);
+    std::copy(c.status.begin(), c.status.end(), v.status);
+    std::copy(c.steps.begin(), c.steps.end(), v.steps);
+    std::copy(c.events.begin(), c.events.end(), v.events);
+    std::copy(c.t_stop.begin(), c.t_stop.end(), v.t_stop);
+    std::copy(c.res_pos.begin(), c.res_pos.end(), v.res_pos);
+    std::copy(c.res_vel.begin(), c.res_vel.end(), v.res_vel);
+    const long active = ukb::advance(b, backend, run, budget, options);
+    std::copy(v.q, v.q + std::size_t(n) * N, c.q.begin());
+    std::copy(v.qd, v.qd + std::size_t(n) * N, c.qd.begin());
+    std::copy(v.t, v.t + N, c.t.begin());
+    std::copy(v.status, v.status + N, c.status.begin());
+    std::copy(v.steps, v.steps + N, c.steps.begin());
+    std::copy(v.events, v.events + N, c.events.begin());
+    std::copy(v.t_stop, v.t_stop + N, c.t_stop.begin());
+    std::copy(v.res_pos, v.res_pos + N, c.res_pos.begin());
+    std::copy(v.res_vel, v.res_vel + N, c.res_vel.begin());
+    return active;
+  };
+}
 
 template <Model Mo>
 ModelInfo make_info() {
@@ -49,6 +114,7 @@ ModelInfo make_info() {
                             const Eigen::VectorXd& qd, double t) {
     return reference::terms<Mo>(params_from<Mo>(values), q, qd, t);
   };
+  add_run_hooks<Mo>(info);
   return info;
 }
 
@@ -79,6 +145,21 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+void EnsembleChunk::reset(int systems, int n, int np) {
+  N = systems;
+  const std::size_t S = static_cast<std::size_t>(systems);
+  params.assign(S * np, 0.0);
+  q.assign(S * n, 0.0);
+  qd.assign(S * n, 0.0);
+  t.assign(S, 0.0);
+  status.assign(S, static_cast<std::int32_t>(Status::ok));
+  steps.assign(S, 0);
+  events.assign(S, 0);
+  t_stop.assign(S, std::numeric_limits<double>::quiet_NaN());
+  res_pos.assign(S, 0.0);
+  res_vel.assign(S, 0.0);
+}
 
 int ModelInfo::param_index(std::string_view key) const {
   for (std::size_t i = 0; i < params.size(); ++i)

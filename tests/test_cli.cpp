@@ -15,41 +15,13 @@
 #include <sstream>
 #include <string>
 
+#include "cli_support.hpp"
 #include "closed_forms.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/registry.hpp"
 
 namespace ukb::test {
 namespace {
-
-// A file name of this process and test: ctest runs tests in parallel.
-std::string unique_path(const std::string& leaf) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (std::filesystem::path(::testing::TempDir()) /
-          ("ukb_" + std::to_string(getpid()) + "_" + info->name() + "_" + leaf))
-      .string();
-}
-
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-// Runs the CLI with the given arguments (shell-quoted by the caller).
-CliRun run_cli(const std::string& args) {
-  const std::string err_file = unique_path("stderr.txt");
-  const std::string cmd = std::string(UKB_CLI_PATH) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return {-1, "", "popen failed"};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::size_t k = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), k);
-  const int status = pclose(pipe);
-  std::ifstream ef(err_file);
-  std::stringstream err;
-  err << ef.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
-}
 
 TEST(Cli, AccelRingAcceptanceExampleMatchesClosedForm) {
   const CliRun r = run_cli(

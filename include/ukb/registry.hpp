@@ -3,6 +3,7 @@
 ///        parameters with defaults, and type-erased entry points.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,25 @@ struct ParamInfo {
   std::string name;         ///< as in the config file and `--param KEY=VALUE`
   double default_value;     ///< the value of the model's `Params{}`
   std::string description;  ///< meaning, unit and admissible range
+};
+
+/// A chunk of an ensemble in double precision, structure of arrays (value
+/// j of system i at [j * N + i]), handed to ModelInfo::advance. The run
+/// monitors (steps, events, t_stop, res_pos, res_vel) carry over between
+/// calls, so a run may be split into calls without changing its outcome.
+struct EnsembleChunk {
+  int N = 0;
+  std::vector<double> params;  ///< np x N
+  std::vector<double> q, qd;   ///< n x N
+  std::vector<double> t;       ///< N
+  std::vector<std::int32_t> status;  ///< N (Status)
+  std::vector<std::int64_t> steps;   ///< N
+  std::vector<std::int32_t> events;  ///< N
+  std::vector<double> t_stop, res_pos, res_vel;  ///< N
+
+  /// N systems of a model with n coordinates and np parameters, every one
+  /// ok at t = 0 with zero state and counters (t_stop NaN).
+  void reset(int systems, int n, int np);
 };
 
 /// One registered model. Parameter values travel as a vector in the order of
@@ -41,6 +61,31 @@ struct ModelInfo {
   /// Reference terms M, Q, A, b at one state.
   reference::Terms (*reference_terms)(std::span<const double> values, const Eigen::VectorXd& q,
                                       const Eigen::VectorXd& qd, double t) = nullptr;
+
+  /// Natural initial-condition quantities (model's `initial_names`; empty if
+  /// the model has none and takes raw q, q' only).
+  std::vector<std::string> initial_names;
+  bool has_events = false;    ///< the model locates events (stick-slip)
+  bool has_potential = false; ///< energy observables are defined
+  bool has_residual = false;  ///< constraint residuals are monitored
+
+  /// The consistent state of the natural quantities `ic` (initial_names
+  /// order); false where none exists. nullptr without initial_names.
+  bool (*initial_state)(std::span<const double> values, const double* ic, double* q,
+                        double* qd) = nullptr;
+  /// The natural quantities of a state. nullptr without initial_names.
+  void (*natural_state)(std::span<const double> values, const double* q, const double* qd,
+                        double* ic) = nullptr;
+  /// Position- and velocity-level constraint residuals of a state (NaN
+  /// without the model's `residual`).
+  void (*residual)(std::span<const double> values, const double* q, const double* qd, double t,
+                   double& pos, double& vel) = nullptr;
+  /// Total energy 1/2 q'^T M q' + V(q, t) (NaN without the model's `potential`).
+  double (*energy)(std::span<const double> values, const double* q, const double* qd,
+                   double t) = nullptr;
+  /// ukb::advance on a chunk (double). Returns the systems still active.
+  long (*advance)(EnsembleChunk& chunk, Backend backend, const RunOptions& run, long budget,
+                  const EngineOptions& options) = nullptr;
 
   /// Index of a parameter in `params`, or -1.
   int param_index(std::string_view key) const;

@@ -5,9 +5,11 @@
 //             [--t T] [--backend reference]
 //   ukb trajectory --model NAME [--param KEY=VALUE]... --q ... --qd ... --dt DT
 //             --steps K [--every J] [--t0 T] [--out FILE]
+//   ukb run CONFIG [--backend reference|cpu|cuda] [--out DIR] [--threads N] [--quiet]
 //
 // Exit codes: 0 success; 1 the evaluation or integration failed (status in
-// the output); 2 bad input (message on stderr).
+// the output; for `run`: some sample failed, the outputs are written);
+// 2 bad input (message on stderr); 3 internal error.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +29,8 @@
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/registry.hpp"
+#include "ukb/run.hpp"
+#include <unistd.h>
 
 namespace {
 
@@ -259,6 +263,47 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
   return 0;
 }
 
+struct RunArgs {
+  std::string config, backend, out;
+  int threads = -1;
+  bool quiet = false;
+};
+
+int cmd_run(const RunArgs& a) {
+  ukb::run::Config c;
+  try {
+    c = ukb::run::load_config(a.config);
+  } catch (const ukb::run::ConfigError& e) {
+    throw UsageError(e.what());
+  }
+  if (!a.backend.empty()) {
+    const std::optional<ukb::Backend> b = ukb::parse_backend(a.backend);
+    if (!b) throw UsageError("--backend: unknown backend '" + a.backend + "' (expected reference, cpu or cuda)");
+    c.backend = *b;
+  }
+  if (a.threads >= 0) c.threads = a.threads;
+  ukb::run::Outcome o;
+  try {
+    o = ukb::run::execute(c, {.out_dir = a.out, .progress = !a.quiet && isatty(STDERR_FILENO)});
+  } catch (const ukb::run::ConfigError& e) {
+    throw UsageError(e.what());
+  } catch (const ukb::BackendUnavailable& e) {
+    throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
+  }
+  long failed = 0;
+  std::cout << "ukb run: " << o.samples << " samples of " << c.model->name << " in "
+            << o.wall_s << " s:";
+  for (const auto& [name, count] : o.status_counts) {
+    std::cout << ' ' << count << ' ' << name << ';';
+    if (name.rfind("failed", 0) == 0) failed += count;
+  }
+  std::cout << '\n';
+  for (const auto& [name, value] : o.medians) std::cout << "  median " << name << " = " << value << '\n';
+  std::cout << "  results in " << o.out_dir << "/ (results.csv, results.npy, summary.json, run.json"
+            << (c.record.empty() ? "" : ", trajectories.csv") << ")\n";
+  return failed > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,22 +342,34 @@ int main(int argc, char** argv) {
   traj->add_option("--every", every, "write every J-th step (default 1)");
   traj->add_option("--out", out_path, "write the CSV to this file instead of stdout");
 
+  RunArgs run_args;
+  CLI::App* run = app.add_subcommand(
+      "run", "run a Monte Carlo ensemble described by a TOML config (see README: Monte Carlo "
+             "runs) and write results.csv, results.npy, summary.json, trajectories.csv, run.json");
+  run->add_option("config", run_args.config, "the config file (TOML)")->required();
+  run->add_option("--backend", run_args.backend, "reference, cpu or cuda (default: the config's, else cpu)");
+  run->add_option("--out", run_args.out, "output directory (default: output.dir of the config, else ukb-run)");
+  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; default: the config's)")
+      ->check(CLI::Range(0, 4096));
+  run->add_flag("--quiet", run_args.quiet, "no progress line on stderr");
+
   try {
     // A first word that is not an option must name a subcommand.
     if (argc > 1 && argv[1][0] != '-') {
-      const std::vector<std::string> subs = {"models", "accel", "trajectory"};
+      const std::vector<std::string> subs = {"models", "accel", "trajectory", "run"};
       const std::string word = argv[1];
       if (std::find(subs.begin(), subs.end(), word) == subs.end()) {
         std::string msg = "unknown subcommand '" + word + "'";
         const std::string hint = ukb::closest_match(word, subs);
         if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
-        throw UsageError(msg + "; expected one of models, accel, trajectory");
+        throw UsageError(msg + "; expected one of models, accel, trajectory, run");
       }
     }
     app.parse(argc, argv);
     if (models->parsed()) return cmd_models(models_json);
     if (accel->parsed()) return cmd_accel(accel_args, accel_t, backend, rank_rtol);
     if (traj->parsed()) return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
+    if (run->parsed()) return cmd_run(run_args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

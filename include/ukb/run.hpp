@@ -1,0 +1,135 @@
+/// @file run.hpp
+/// @brief Monte Carlo ensembles (`ukb run`): the config, reproducible
+///        sampling of the inputs, and the run that writes per-sample
+///        results, statistics and trajectories.
+///
+/// ```cpp
+/// ukb::run::Config c = ukb::run::load_config("examples/ring_friction.toml");
+/// ukb::run::Outcome o = ukb::run::execute(c, {.out_dir = "out"});
+/// ```
+/// The config format, the outputs and the statuses are documented in the
+/// README ("Monte Carlo runs").
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ukb/engine.hpp"
+#include "ukb/registry.hpp"
+
+namespace ukb::run {
+
+/// Bad input (config file, option, output directory): the message names the
+/// file, the key and what was expected. `ukb run` exits with code 2.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// How one input (a parameter or an initial quantity) is chosen per sample.
+struct Dist {
+  enum class Kind { fixed, uniform, normal, lognormal, values, grid };
+  Kind kind = Kind::fixed;
+  double a = 0;  ///< fixed: the value; uniform, grid: min; normal: mean; lognormal: mean of log
+  double b = 0;  ///< uniform, grid: max; normal: sd; lognormal: sd of log
+  double lo = -std::numeric_limits<double>::infinity();  ///< normal: truncation below
+  double hi = std::numeric_limits<double>::infinity();   ///< normal: truncation above
+  std::vector<double> list;  ///< values
+  long count = 0;            ///< grid: number of points (>= 2; min and max included)
+
+  /// A sweep axis (values, grid): samples walk through its points.
+  bool is_axis() const { return kind == Kind::values || kind == Kind::grid; }
+  /// Number of points of an axis.
+  long axis_size() const;
+  /// Point k of an axis.
+  double axis_point(long k) const;
+  /// Smallest and largest value a draw can take (for validation).
+  double min_value() const;
+  double max_value() const;
+};
+
+/// One named input of the model.
+struct Input {
+  std::string name;  ///< parameter name, natural quantity, or q_<coord> / qd_<coord>
+  Dist dist;
+};
+
+/// A resolved `ukb run` config (see the README for every key).
+struct Config {
+  std::string path;                 ///< the file, for messages
+  const ModelInfo* model = nullptr;
+  long samples = 0;
+  std::uint64_t seed = 0;
+  Backend backend = Backend::cpu;
+  int threads = 0;                  ///< 0: all cores
+  RunOptions run;                   ///< dt, t_end, max_steps, event_tol, events, monitor
+  double rank_rtol = -1;            ///< < 0: the engine's default
+  long chunk = 65536;               ///< samples integrated together
+  std::vector<Input> params;        ///< one per model parameter, model order
+  bool raw_initial = false;         ///< q / qd given instead of the natural quantities
+  std::vector<Input> initial;       ///< natural quantities, or q_<c>... then qd_<c>...
+  double initial_tol = 1e-9;        ///< raw initial states: admissible constraint residual
+  double t0 = 0;                    ///< initial time
+  std::vector<long> record;         ///< samples whose trajectories are written
+  long record_every = 100;          ///< trajectory row every this many steps
+  int histogram_bins = 50;          ///< bins of each histogram in summary.json
+  std::string out_dir;              ///< [output] dir (the --out option overrides it)
+
+  /// Every input in canonical order: params, then initial.
+  std::vector<const Input*> inputs() const;
+  /// The resolved config as JSON text (written to run.json).
+  std::string to_json() const;
+};
+
+/// Parses and validates a config file. Throws ConfigError.
+Config load_config(const std::string& path);
+/// Parses and validates config text; `path` is used in messages only.
+Config parse_config(const std::string& text, const std::string& path);
+
+/// Philox4x32-10 uniform on (0, 1) with 53 random bits, for stream
+/// (seed, sample, quantity, block): word pair `half` (0 or 1) of the block.
+double uniform01(std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
+                 std::uint32_t block, int half);
+
+/// The value of input number `quantity` (canonical order) for sample i: a
+/// function of (seed, i, the input's distribution, its quantity index and,
+/// for sweep axes, i's position in the sweep) only. `axis_index` is the
+/// point of the sweep for axis inputs, ignored otherwise.
+double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
+            long axis_index);
+
+/// Every input of sample i, canonical order.
+std::vector<double> draw_inputs(const Config& c, std::uint64_t sample);
+
+/// What execute does besides the config.
+struct ExecuteOptions {
+  std::string out_dir;   ///< the output directory (created; "" : the config's)
+  bool progress = false; ///< a progress line on stderr
+};
+
+/// Counts of a finished run.
+struct Outcome {
+  long samples = 0;
+  std::map<std::string, long> status_counts;  ///< by status name (ok is "finished")
+  double wall_s = 0;
+  std::string out_dir;
+  /// Medians over the successful samples of t_stop and of the natural final
+  /// quantities (e.g. theta_final), where any are finite.
+  std::vector<std::pair<std::string, double>> medians;
+};
+
+/// Runs the ensemble and writes results.csv, results.npy, summary.json,
+/// trajectories.csv (when samples are recorded) and run.json into the
+/// output directory, each under a temporary name renamed when complete.
+/// Throws ConfigError before any work for bad input (inconsistent initial
+/// states, unwritable directory); on any error nothing is left behind.
+Outcome execute(const Config& c, const ExecuteOptions& o);
+
+/// The status name written to the outputs ("finished" for ok).
+std::string status_name(Status s);
+
+}  // namespace ukb::run

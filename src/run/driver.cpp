@@ -1,0 +1,562 @@
+// `ukb run`: checks every initial state, integrates the ensemble chunk by
+// chunk, and writes the per-sample table, the statistics, the recorded
+// trajectories and the run record, each file under a temporary name renamed
+// when complete.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ukb/cuda.hpp"
+#include "ukb/run.hpp"
+
+namespace ukb::run {
+namespace fs = std::filesystem;
+
+std::string status_name(Status s) { return s == Status::ok ? "finished" : std::string(to_string(s)); }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One column of the results table, in sample order.
+struct Column {
+  std::string name;
+  bool integer = false;
+  bool input = false;
+  std::vector<double> d;
+  std::vector<std::int64_t> i;
+};
+
+// The results table: sample index, varying inputs, status, observables.
+struct Table {
+  std::vector<Column> cols;  // numeric columns, in output order; status goes after the inputs
+  std::size_t status_at = 0; // index in cols before which the status column is written
+  std::vector<std::int32_t> status;
+
+  Column& add(std::string name, bool integer, std::size_t reserve) {
+    cols.push_back({std::move(name), integer, false, {}, {}});
+    integer ? cols.back().i.reserve(reserve) : cols.back().d.reserve(reserve);
+    return cols.back();
+  }
+};
+
+std::string g17(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+nlohmann::json jnum(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// Statistics of the finite values of one column over a subset of samples,
+// accumulated in sample order (so they are reproducible).
+nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins) {
+  std::vector<double> v;
+  v.reserve(rows.size());
+  for (std::size_t r : rows)
+    if (std::isfinite(all[r])) v.push_back(all[r]);
+  nlohmann::json j;
+  j["count"] = v.size();
+  if (v.empty()) return j;
+  double sum = 0;
+  for (double x : v) sum += x;
+  const double mean = sum / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  j["mean"] = mean;
+  j["std"] = v.size() > 1 ? jnum(std::sqrt(ss / static_cast<double>(v.size() - 1))) : nlohmann::json(nullptr);
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  j["min"] = s.front();
+  j["max"] = s.back();
+  // Quantiles by linear interpolation between order statistics (numpy's default).
+  for (double p : {1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0}) {
+    const double h = (static_cast<double>(s.size()) - 1) * p / 100;
+    const std::size_t k = static_cast<std::size_t>(std::floor(h));
+    const double q = k + 1 < s.size() ? s[k] + (h - static_cast<double>(k)) * (s[k + 1] - s[k]) : s[k];
+    char key[8];
+    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
+    j["quantiles"][key] = q;
+  }
+  // Histogram: `bins` equal bins over [min, max], the last one closed.
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(bins), 0);
+  const double lo = s.front(), hi = s.back(), w = (hi - lo) / bins;
+  for (double x : v) {
+    std::size_t b = w > 0 ? static_cast<std::size_t>((x - lo) / w) : 0;
+    counts[std::min<std::size_t>(b, counts.size() - 1)]++;
+  }
+  std::vector<double> edges(static_cast<std::size_t>(bins) + 1);
+  for (int b = 0; b <= bins; ++b) edges[static_cast<std::size_t>(b)] = b == bins ? hi : lo + w * b;
+  j["histogram"] = {{"edges", edges}, {"counts", counts}};
+  return j;
+}
+
+// Files written to NAME.tmp, renamed to NAME by commit(); on destruction
+// without commit, the temporaries (and a directory we created) are removed.
+class Output {
+ public:
+  Output(fs::path dir, const std::string& origin) : dir_(std::move(dir)) {
+    std::error_code ec;
+    if (!fs::exists(dir_, ec)) {
+      fs::path top = dir_;
+      while (top.has_parent_path() && !top.parent_path().empty() && !fs::exists(top.parent_path(), ec))
+        top = top.parent_path();
+      fs::create_directories(dir_, ec);
+      if (ec)
+        throw ConfigError(origin + ": cannot create the output directory '" + dir_.string() + "' (" +
+                          ec.message() + ")");
+      created_ = top;
+    } else if (!fs::is_directory(dir_, ec)) {
+      throw ConfigError(origin + ": the output path '" + dir_.string() + "' exists and is not a directory");
+    }
+    const fs::path probe = dir_ / ".ukb-write-test.tmp";
+    std::ofstream f(probe);
+    if (!f) {
+      cleanup();
+      throw ConfigError(origin + ": cannot write into the output directory '" + dir_.string() + "' (" +
+                        std::strerror(errno) + ")");
+    }
+    f.close();
+    fs::remove(probe, ec);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  ~Output() {
+    if (!committed_) cleanup();
+  }
+
+  std::ofstream open(const std::string& name) {
+    const fs::path p = dir_ / (name + ".tmp");
+    files_.push_back(name);
+    std::ofstream f(p, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot write '" + p.string() + "'");
+    return f;
+  }
+
+  void close(std::ofstream& f, const std::string& name) {
+    f.close();
+    if (!f) throw std::runtime_error("writing '" + (dir_ / (name + ".tmp")).string() + "' failed");
+  }
+
+  void commit() {
+    for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
+    committed_ = true;
+  }
+
+ private:
+  void cleanup() {
+    std::error_code ec;
+    for (const std::string& n : files_) fs::remove(dir_ / (n + ".tmp"), ec);
+    if (!created_.empty()) fs::remove_all(created_, ec);
+  }
+
+  fs::path dir_, created_;
+  std::vector<std::string> files_;
+  bool committed_ = false;
+};
+
+// The progress line (on a terminal only).
+class Progress {
+ public:
+  Progress(bool on, long total) : on_(on), total_(total), start_(Clock::now()), last_(start_) {}
+  void update(long done, double system_steps, bool final = false) {
+    if (!on_) return;
+    const auto now = Clock::now();
+    if (!final && now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    const double el = std::chrono::duration<double>(now - start_).count();
+    const double f = static_cast<double>(done) / static_cast<double>(total_);
+    char eta[32] = "--";
+    if (f > 0 && !final) std::snprintf(eta, sizeof eta, "%.0f s", el * (1 - f) / f);
+    if (final) std::snprintf(eta, sizeof eta, "done in %.1f s", el);
+    std::fprintf(stderr, "\r  %5.1f %%  %ld / %ld samples  %.3g system-steps/s  %s %s   ", 100 * f, done,
+                 total_, el > 0 ? system_steps / el : 0.0, final ? "" : "left", eta);
+    if (final) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_;
+  long total_;
+  Clock::time_point start_, last_;
+};
+
+// The state and parameters of sample i from its inputs (canonical order).
+// Throws ConfigError where the initial state is not consistent.
+void initial_state(const Config& c, long i, const std::vector<double>& in, double* params, double* q,
+                   double* qd) {
+  const ModelInfo& M = *c.model;
+  const std::size_t np = M.params.size();
+  std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(np), params);
+  const std::span<const double> pv(params, np);
+  const double* ic = in.data() + np;
+  auto describe = [&] {
+    std::string s;
+    for (std::size_t k = 0; k < c.initial.size(); ++k)
+      s += (k ? ", " : "") + c.initial[k].name + " = " + g17(ic[k]);
+    return s;
+  };
+  if (!c.raw_initial) {
+    if (!M.initial_state(pv, ic, q, qd))
+      throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) + ": no state of '" + M.name +
+                        "' satisfies the constraints for " + describe());
+    return;
+  }
+  std::copy(ic, ic + M.n, q);
+  std::copy(ic + M.n, ic + 2 * M.n, qd);
+  double pos, vel;
+  M.residual(pv, q, qd, c.t0, pos, vel);
+  if (pos > c.initial_tol || vel > c.initial_tol || std::isnan(pos) != std::isnan(vel))
+    throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) +
+                      ": the raw initial state violates the constraints of '" + M.name +
+                      "': position residual " + g17(pos) + ", velocity residual " + g17(vel) +
+                      " (expected at most initial.tolerance = " + g17(c.initial_tol) + ") for " + describe());
+}
+
+// Fills chunk systems [0, count) with samples from `ids`.
+void fill(const Config& c, EnsembleChunk& ch, const std::vector<long>& ids) {
+  const ModelInfo& M = *c.model;
+  const int n = M.n, np = static_cast<int>(M.params.size());
+  const int N = static_cast<int>(ids.size());
+  ch.reset(N, n, np);
+  std::vector<double> p(static_cast<std::size_t>(np)), q(static_cast<std::size_t>(n)),
+      qd(static_cast<std::size_t>(n));
+  for (int s = 0; s < N; ++s) {
+    const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(ids[static_cast<std::size_t>(s)]));
+    initial_state(c, ids[static_cast<std::size_t>(s)], in, p.data(), q.data(), qd.data());
+    for (int k = 0; k < np; ++k) ch.params[std::size_t(k) * N + s] = p[std::size_t(k)];
+    for (int j = 0; j < n; ++j) {
+      ch.q[std::size_t(j) * N + s] = q[std::size_t(j)];
+      ch.qd[std::size_t(j) * N + s] = qd[std::size_t(j)];
+    }
+    ch.t[std::size_t(s)] = c.t0;
+  }
+}
+
+// System s of a chunk, gathered.
+struct Sys {
+  std::vector<double> p, q, qd;
+  Sys(const EnsembleChunk& ch, int s, int n, int np) : p(std::size_t(np)), q(std::size_t(n)), qd(std::size_t(n)) {
+    const std::size_t N = static_cast<std::size_t>(ch.N);
+    for (int k = 0; k < np; ++k) p[std::size_t(k)] = ch.params[std::size_t(k) * N + s];
+    for (int j = 0; j < n; ++j) q[std::size_t(j)] = ch.q[std::size_t(j) * N + s], qd[std::size_t(j)] = ch.qd[std::size_t(j) * N + s];
+  }
+};
+
+void write_npy(std::ofstream& f, const Table& T) {
+  static_assert(std::endian::native == std::endian::little, "the .npy writer assumes little endian");
+  std::size_t width = 1;
+  for (std::int32_t s : T.status) width = std::max(width, status_name(static_cast<Status>(s)).size());
+  std::string descr = "[";
+  auto field = [&](const std::string& name, const std::string& type) {
+    descr += "('" + name + "', '" + type + "'), ";
+  };
+  for (std::size_t k = 0; k <= T.cols.size(); ++k) {
+    if (k == T.status_at) field("status", "|S" + std::to_string(width));
+    if (k < T.cols.size()) field(T.cols[k].name, T.cols[k].integer ? "<i8" : "<f8");
+  }
+  descr += "]";
+  std::string header = "{'descr': " + descr + ", 'fortran_order': False, 'shape': (" +
+                       std::to_string(T.status.size()) + ",), }";
+  const std::size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.write(reinterpret_cast<const char*>(&hlen), 2);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  std::vector<char> row;
+  for (std::size_t r = 0; r < T.status.size(); ++r) {
+    row.clear();
+    for (std::size_t k = 0; k <= T.cols.size(); ++k) {
+      if (k == T.status_at) {
+        std::string s = status_name(static_cast<Status>(T.status[r]));
+        s.resize(width, '\0');
+        row.insert(row.end(), s.begin(), s.end());
+      }
+      if (k < T.cols.size()) {
+        char b[8];
+        if (T.cols[k].integer) std::memcpy(b, &T.cols[k].i[r], 8);
+        else std::memcpy(b, &T.cols[k].d[r], 8);
+        row.insert(row.end(), b, b + 8);
+      }
+    }
+    f.write(row.data(), static_cast<std::streamsize>(row.size()));
+  }
+}
+
+void write_csv(std::ofstream& f, const Table& T) {
+  // Cells joined by commas, the status column at T.status_at.
+  auto row = [&](auto&& status_cell, auto&& cell) {
+    for (std::size_t k = 0; k <= T.cols.size(); ++k) {
+      if (k == T.status_at) {
+        if (k) f << ',';
+        status_cell();
+      }
+      if (k < T.cols.size()) {
+        if (k) f << ',';
+        cell(T.cols[k]);
+      }
+    }
+    f << '\n';
+  };
+  row([&] { f << "status"; }, [&](const Column& col) { f << col.name; });
+  for (std::size_t r = 0; r < T.status.size(); ++r)
+    row([&] { f << status_name(static_cast<Status>(T.status[r])); },
+        [&](const Column& col) {
+          if (col.integer) f << col.i[r];
+          else f << g17(col.d[r]);
+        });
+}
+
+}  // namespace
+
+Outcome execute(const Config& c, const ExecuteOptions& o) {
+  const auto start = Clock::now();
+  const ModelInfo& M = *c.model;
+  const int n = M.n, np = static_cast<int>(M.params.size());
+  const bool natural_out = !M.initial_names.empty();
+
+  if (c.backend == Backend::cuda) {
+    std::string why;
+    if (cuda::device_count(&why) == 0)
+      throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why +
+                        "); expected reference or cpu");
+  }
+  const std::string dir = !o.out_dir.empty() ? o.out_dir : !c.out_dir.empty() ? c.out_dir : "ukb-run";
+  Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
+
+  // Every initial state is checked before any work starts.
+  {
+    std::vector<double> p(static_cast<std::size_t>(np)), q(static_cast<std::size_t>(n)),
+        qd(static_cast<std::size_t>(n));
+    for (long i = 0; i < c.samples; ++i)
+      initial_state(c, i, draw_inputs(c, static_cast<std::uint64_t>(i)), p.data(), q.data(), qd.data());
+  }
+
+  // The table's columns.
+  Table T;
+  const std::size_t S = static_cast<std::size_t>(c.samples);
+  T.add("sample", true, S);
+  const std::vector<const Input*> inputs = c.inputs();
+  std::vector<std::size_t> varying;  // canonical indices of the varying inputs
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k]->dist.kind != Dist::Kind::fixed) {
+      varying.push_back(k);
+      T.add(inputs[k]->name, false, S).input = true;
+    }
+  T.status_at = T.cols.size();
+  T.status.reserve(S);
+  const std::size_t c_t = T.cols.size();
+  T.add("t_final", false, S);
+  for (int j = 0; j < n; ++j) T.add("q_" + M.coords[std::size_t(j)] + "_final", false, S);
+  for (int j = 0; j < n; ++j) T.add("qd_" + M.coords[std::size_t(j)] + "_final", false, S);
+  if (natural_out)
+    for (const std::string& nm : M.initial_names) T.add(nm + "_final", false, S);
+  const std::size_t c_stop = T.cols.size();
+  T.add("t_stop", false, S);
+  T.add("steps", true, S);
+  T.add("events", true, S);
+  const std::size_t c_energy = T.cols.size();
+  if (M.has_potential) {
+    T.add("energy_start", false, S);
+    T.add("energy_end", false, S);
+    T.add("energy_dissipated", false, S);
+  }
+  const std::size_t c_res = T.cols.size();
+  if (M.has_residual && c.run.monitor) {
+    T.add("res_pos_max", false, S);
+    T.add("res_vel_max", false, S);
+  }
+
+  const EngineOptions eo{.threads = c.threads, .rank_rtol = c.rank_rtol};
+  Progress progress(o.progress, c.samples);
+  double system_steps = 0;
+  long done = 0;
+  std::vector<double> nat(M.initial_names.size());
+  for (long first = 0; first < c.samples; first += c.chunk) {
+    const long count = std::min(c.chunk, c.samples - first);
+    std::vector<long> ids(static_cast<std::size_t>(count));
+    for (long s = 0; s < count; ++s) ids[std::size_t(s)] = first + s;
+    EnsembleChunk ch;
+    fill(c, ch, ids);
+    std::vector<double> e0(static_cast<std::size_t>(count));
+    for (int s = 0; s < ch.N; ++s) {
+      const Sys y(ch, s, n, np);
+      e0[std::size_t(s)] = M.energy(y.p, y.q.data(), y.qd.data(), c.t0);
+    }
+    // Budgets of about 4e6 system-steps per call keep the progress line lively.
+    const long budget = std::max(16L, 4000000L / count);
+    for (;;) {
+      std::int64_t before = 0, after = 0;
+      for (std::int64_t k : ch.steps) before += k;
+      const long active = M.advance(ch, c.backend, c.run, budget, eo);
+      for (std::int64_t k : ch.steps) after += k;
+      system_steps += static_cast<double>(after - before);
+      progress.update(done + count - active, system_steps);
+      if (active == 0) break;
+    }
+    done += count;
+    for (int s = 0; s < ch.N; ++s) {
+      const std::size_t us = std::size_t(s);
+      const Sys y(ch, s, n, np);
+      T.cols[0].i.push_back(first + s);
+      if (!varying.empty()) {
+        const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(first + s));
+        for (std::size_t v = 0; v < varying.size(); ++v) T.cols[1 + v].d.push_back(in[varying[v]]);
+      }
+      T.status.push_back(ch.status[us]);
+      std::size_t k = c_t;
+      T.cols[k++].d.push_back(ch.t[us]);
+      for (int j = 0; j < n; ++j) T.cols[k++].d.push_back(y.q[std::size_t(j)]);
+      for (int j = 0; j < n; ++j) T.cols[k++].d.push_back(y.qd[std::size_t(j)]);
+      if (natural_out) {
+        M.natural_state(y.p, y.q.data(), y.qd.data(), nat.data());
+        for (double x : nat) T.cols[k++].d.push_back(x);
+      }
+      T.cols[c_stop].d.push_back(ch.t_stop[us]);
+      T.cols[c_stop + 1].i.push_back(ch.steps[us]);
+      T.cols[c_stop + 2].i.push_back(ch.events[us]);
+      if (M.has_potential) {
+        const double e1 = M.energy(y.p, y.q.data(), y.qd.data(), ch.t[us]);
+        T.cols[c_energy].d.push_back(e0[us]);
+        T.cols[c_energy + 1].d.push_back(e1);
+        T.cols[c_energy + 2].d.push_back(e0[us] - e1);
+      }
+      if (M.has_residual && c.run.monitor) {
+        T.cols[c_res].d.push_back(ch.res_pos[us]);
+        T.cols[c_res + 1].d.push_back(ch.res_vel[us]);
+      }
+    }
+  }
+  progress.update(done, system_steps, true);
+
+  // Recorded trajectories: the recorded samples again, in calls of
+  // record_every steps (splitting a run into calls does not change it).
+  if (!c.record.empty()) {
+    std::ofstream f = out.open("trajectories.csv");
+    f << "sample,t,status";
+    for (int j = 0; j < n; ++j) f << ",q_" << M.coords[std::size_t(j)];
+    for (int j = 0; j < n; ++j) f << ",qd_" << M.coords[std::size_t(j)];
+    if (natural_out)
+      for (const std::string& nm : M.initial_names) f << ',' << nm;
+    if (M.has_potential) f << ",energy";
+    f << '\n';
+    EnsembleChunk ch;
+    fill(c, ch, c.record);
+    std::vector<bool> live(c.record.size(), true);
+    auto rows = [&] {
+      for (int s = 0; s < ch.N; ++s) {
+        if (!live[std::size_t(s)]) continue;
+        const Sys y(ch, s, n, np);
+        f << c.record[std::size_t(s)] << ',' << g17(ch.t[std::size_t(s)]) << ','
+          << status_name(static_cast<Status>(ch.status[std::size_t(s)]));
+        for (double x : y.q) f << ',' << g17(x);
+        for (double x : y.qd) f << ',' << g17(x);
+        if (natural_out) {
+          M.natural_state(y.p, y.q.data(), y.qd.data(), nat.data());
+          for (double x : nat) f << ',' << g17(x);
+        }
+        if (M.has_potential) f << ',' << g17(M.energy(y.p, y.q.data(), y.qd.data(), ch.t[std::size_t(s)]));
+        f << '\n';
+      }
+    };
+    rows();
+    // After each call, a row for every system the call changed.
+    for (;;) {
+      const std::vector<std::int64_t> steps0 = ch.steps;
+      const std::vector<double> t0 = ch.t;
+      const std::vector<std::int32_t> status0 = ch.status;
+      const long active = M.advance(ch, c.backend, c.run, c.record_every, eo);
+      for (std::size_t s = 0; s < live.size(); ++s)
+        live[s] = ch.steps[s] != steps0[s] || ch.t[s] != t0[s] || ch.status[s] != status0[s];
+      rows();
+      if (active == 0) break;
+    }
+    out.close(f, "trajectories.csv");
+  }
+
+  {
+    std::ofstream f = out.open("results.csv");
+    write_csv(f, T);
+    out.close(f, "results.csv");
+  }
+  {
+    std::ofstream f = out.open("results.npy");
+    write_npy(f, T);
+    out.close(f, "results.npy");
+  }
+
+  Outcome result;
+  result.samples = c.samples;
+  std::map<std::int32_t, std::vector<std::size_t>> by_status;
+  std::vector<std::size_t> ok_rows;
+  for (std::size_t r = 0; r < T.status.size(); ++r) {
+    by_status[T.status[r]].push_back(r);
+    const Status s = static_cast<Status>(T.status[r]);
+    if (s == Status::ok || s == Status::at_rest) ok_rows.push_back(r);
+  }
+  nlohmann::json sum;
+  sum["samples"] = c.samples;
+  sum["status_counts"] = nlohmann::json::object();
+  for (const auto& [s, rows] : by_status) {
+    sum["status_counts"][status_name(static_cast<Status>(s))] = rows.size();
+    result.status_counts[status_name(static_cast<Status>(s))] = static_cast<long>(rows.size());
+  }
+  sum["statistics"] =
+      "over the finite values of each observable; 'successful' takes the samples whose status is "
+      "finished or at_rest, 'by_status' each status on its own (failed samples report their last "
+      "good state); std has the n - 1 denominator; quantiles interpolate linearly between order "
+      "statistics; histograms have equal bins over [min, max]";
+  for (const Column& col : T.cols) {
+    if (col.name == "sample" || col.input) continue;
+    std::vector<double> v = col.d;
+    if (col.integer) v.assign(col.i.begin(), col.i.end());
+    nlohmann::json& o2 = sum["observables"][col.name];
+    o2["successful"] = stats(v, ok_rows, c.histogram_bins);
+    const bool headline = col.name == "t_stop" ||
+                          (natural_out && col.name.size() > 6 && col.name.ends_with("_final") &&
+                           col.name.rfind("q", 0) != 0);
+    if (headline && o2["successful"].contains("quantiles"))
+      result.medians.emplace_back(col.name, o2["successful"]["quantiles"]["p50"].get<double>());
+    for (const auto& [s, rows] : by_status)
+      o2["by_status"][status_name(static_cast<Status>(s))] = stats(v, rows, c.histogram_bins);
+  }
+  {
+    std::ofstream f = out.open("summary.json");
+    f << sum.dump(2) << '\n';
+    out.close(f, "summary.json");
+  }
+
+  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  {
+    nlohmann::json r;
+    r["config"] = nlohmann::json::parse(c.to_json());
+    r["version"] = ukb::version;
+    r["backend"] = std::string(to_string(c.backend));
+    r["threads"] = c.backend == Backend::cpu ? (c.threads > 0 ? c.threads : omp_get_max_threads()) : 1;
+    r["seed"] = c.seed;
+    r["samples"] = c.samples;
+    r["status_counts"] = sum["status_counts"];
+    r["wall_seconds"] = result.wall_s;
+    r["system_steps"] = system_steps;
+    std::ofstream f = out.open("run.json");
+    f << r.dump(2) << '\n';
+    out.close(f, "run.json");
+  }
+  out.commit();
+  result.out_dir = dir;
+  return result;
+}
+
+}  // namespace ukb::run

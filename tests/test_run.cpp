@@ -1,0 +1,587 @@
+// Monte Carlo runs (`ukb run`): the sampling against closed-form
+// distributions, reproducibility, stick-slip against analytic solutions and
+// an independent integrator of the bead's polar-angle equation, the output
+// files against each other, and bad configs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "ukb/engine.hpp"
+#include "ukb/models/all.hpp"
+#include "ukb/run.hpp"
+
+namespace ukb::test {
+namespace {
+
+namespace fs = std::filesystem;
+using run::Config;
+using run::Dist;
+
+constexpr double kG = 9.81;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A CSV file by column name.
+struct Csv {
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> rows;
+  explicit Csv(const fs::path& p) {
+    std::ifstream f(p);
+    std::string line;
+    bool header = true;
+    while (std::getline(f, line)) {
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      std::string c;
+      while (std::getline(ss, c, ',')) cells.push_back(c);
+      if (header) names = cells, header = false;
+      else rows.push_back(cells);
+    }
+  }
+  std::size_t at(const std::string& name) const {
+    const auto it = std::find(names.begin(), names.end(), name);
+    EXPECT_NE(it, names.end()) << "no column " << name;
+    return static_cast<std::size_t>(it - names.begin());
+  }
+  std::vector<std::string> text(const std::string& name) const {
+    std::vector<std::string> v;
+    const std::size_t k = at(name);
+    for (const auto& r : rows) v.push_back(r[k]);
+    return v;
+  }
+  std::vector<double> num(const std::string& name) const {
+    std::vector<double> v;
+    for (const std::string& s : text(name)) v.push_back(std::strtod(s.c_str(), nullptr));
+    return v;
+  }
+};
+
+Config config(const std::string& toml) { return run::parse_config(toml, "test.toml"); }
+
+// Runs a config into a fresh directory of this test; returns the directory.
+fs::path run_into(const Config& c, const std::string& leaf) {
+  const fs::path dir = unique_path(leaf);
+  fs::remove_all(dir);
+  run::execute(c, {.out_dir = dir.string()});
+  return dir;
+}
+
+std::string ring_toml(long samples, const std::string& extra_integrator = "",
+                      const std::string& mu = R"({ dist = "uniform", min = 0.05, max = 0.5 })") {
+  return "model = \"bead_on_ring\"\nsamples = " + std::to_string(samples) +
+         "\nseed = 7\n[integrator]\ndt = 0.01\nt_end = 60.0\n" + extra_integrator +
+         "\n[params]\nmu = " + mu + "\n[initial]\ntheta = 0.0\nomega = 0.0\n";
+}
+
+// ---- sampling --------------------------------------------------------------
+
+// Kolmogorov-Smirnov distance of the draws from a CDF.
+template <class Cdf>
+double ks_distance(std::vector<double> x, Cdf cdf) {
+  std::sort(x.begin(), x.end());
+  const double n = static_cast<double>(x.size());
+  double d = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double F = cdf(x[i]);
+    d = std::max({d, F - static_cast<double>(i) / n, static_cast<double>(i + 1) / n - F});
+  }
+  return d;
+}
+
+// The 0.1 % critical value of the KS distance for n draws (asymptotic):
+// a correct sampler exceeds it with probability 1e-3; the seeds are fixed,
+// so the outcome is fixed too.
+double ks_critical(std::size_t n) { return 1.95 / std::sqrt(static_cast<double>(n)); }
+
+double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+std::vector<double> draws(const Dist& d, std::size_t n, std::uint64_t seed) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = run::draw(d, seed, i, 3, 0);
+  return v;
+}
+
+TEST(Sampling, PhiloxKnownAnswerAndTheConversionToDoubles) {
+  // Random123's known-answer vector for Philox4x32-10 with counter 0 and key
+  // 0 (kat_vectors): 6627e8d5 e169c58d bc57ac4c 9b00dbd8. Seed 0, sample 0,
+  // quantity 0, block 0 is that counter and key; a double takes 32 bits of
+  // the first word and the top 21 of the second, at the middle of its cell.
+  const std::uint64_t w0 = 0x6627e8d5u, w1 = 0xe169c58du, w2 = 0xbc57ac4cu, w3 = 0x9b00dbd8u;
+  EXPECT_EQ(run::uniform01(0, 0, 0, 0, 0), (double((w0 << 21) | (w1 >> 11)) + 0.5) / 9007199254740992.0);
+  EXPECT_EQ(run::uniform01(0, 0, 0, 0, 1), (double((w2 << 21) | (w3 >> 11)) + 0.5) / 9007199254740992.0);
+  // Every coordinate of the counter and the key changes the stream.
+  const double u = run::uniform01(5, 9, 2, 0, 0);
+  EXPECT_NE(u, run::uniform01(6, 9, 2, 0, 0));
+  EXPECT_NE(u, run::uniform01(5 + (1ull << 32), 9, 2, 0, 0));
+  EXPECT_NE(u, run::uniform01(5, 10, 2, 0, 0));
+  EXPECT_NE(u, run::uniform01(5, 9 + (1ull << 32), 2, 0, 0));
+  EXPECT_NE(u, run::uniform01(5, 9, 3, 0, 0));
+  EXPECT_NE(u, run::uniform01(5, 9, 2, 1, 0));
+}
+
+TEST(Sampling, UniformHasItsRangeMomentsAndDistribution) {
+  Dist d;
+  d.kind = Dist::Kind::uniform;
+  d.a = 0.05, d.b = 0.5;
+  const std::size_t n = 200000;
+  const std::vector<double> x = draws(d, n, 11);
+  double sum = 0, sq = 0;
+  for (double v : x) {
+    ASSERT_GE(v, d.a);
+    ASSERT_LT(v, d.b);
+    sum += v;
+  }
+  const double mean = sum / n, w = d.b - d.a;
+  for (double v : x) sq += (v - mean) * (v - mean);
+  // Mean within 5 standard errors; variance w^2/12 within 5 of its errors
+  // (the variance of the sample variance of a uniform is w^4/180/n).
+  EXPECT_NEAR(mean, 0.5 * (d.a + d.b), 5 * w / std::sqrt(12.0 * n));
+  EXPECT_NEAR(sq / (n - 1), w * w / 12, 5 * w * w / std::sqrt(180.0 * n));
+  EXPECT_LT(ks_distance(x, [&](double v) { return (v - d.a) / w; }), ks_critical(n));
+}
+
+TEST(Sampling, NormalAndLognormalHaveTheirMomentsAndDistribution) {
+  const std::size_t n = 200000;
+  Dist d;
+  d.kind = Dist::Kind::normal;
+  d.a = 2.0, d.b = 0.3;
+  std::vector<double> x = draws(d, n, 12);
+  double sum = 0, sq = 0;
+  for (double v : x) sum += v;
+  const double mean = sum / n;
+  for (double v : x) sq += (v - mean) * (v - mean);
+  EXPECT_NEAR(mean, d.a, 5 * d.b / std::sqrt(double(n)));
+  // The sample variance of a normal has standard error sigma^2 sqrt(2/(n-1)).
+  EXPECT_NEAR(sq / (n - 1), d.b * d.b, 5 * d.b * d.b * std::sqrt(2.0 / (n - 1)));
+  EXPECT_LT(ks_distance(x, [&](double v) { return normal_cdf((v - d.a) / d.b); }), ks_critical(n));
+
+  Dist l;
+  l.kind = Dist::Kind::lognormal;
+  l.a = -1.0, l.b = 0.5;
+  x = draws(l, n, 13);
+  for (double& v : x) {
+    ASSERT_GT(v, 0);
+    v = std::log(v);
+  }
+  EXPECT_LT(ks_distance(x, [&](double v) { return normal_cdf((v - l.a) / l.b); }), ks_critical(n));
+}
+
+TEST(Sampling, TruncatedNormalStaysInItsWindowAndFollowsTheTruncatedLaw) {
+  const std::size_t n = 100000;
+  Dist d;
+  d.kind = Dist::Kind::normal;
+  d.a = 0.2, d.b = 0.1, d.lo = 0.05, d.hi = 0.5;
+  const std::vector<double> x = draws(d, n, 14);
+  for (double v : x) {
+    ASSERT_GE(v, d.lo);
+    ASSERT_LE(v, d.hi);
+  }
+  const double Flo = normal_cdf((d.lo - d.a) / d.b), Fhi = normal_cdf((d.hi - d.a) / d.b);
+  EXPECT_LT(ks_distance(x, [&](double v) { return (normal_cdf((v - d.a) / d.b) - Flo) / (Fhi - Flo); }),
+            ks_critical(n));
+}
+
+TEST(Sampling, SweepAxesFormACartesianProductFirstAxisFastest) {
+  const Config c = config(R"(model = "incline_block"
+samples = 13
+[integrator]
+dt = 0.01
+t_end = 1.0
+[params]
+mu = [0.1, 0.2, 0.3]
+alpha = { dist = "grid", min = 0.0, max = 0.4, count = 2 }
+g = { dist = "uniform", min = 9.0, max = 10.0 }
+)");
+  // Canonical order: the model's parameters (m, alpha, g, mu), then s, v.
+  ASSERT_EQ(c.params[1].name, "alpha");
+  ASSERT_EQ(c.params[3].name, "mu");
+  for (std::uint64_t i = 0; i < 13; ++i) {
+    const std::vector<double> in = run::draw_inputs(c, i);
+    const std::uint64_t k = i % 6;  // 2 alphas x 3 mus
+    EXPECT_EQ(in[1], k % 2 == 0 ? 0.0 : 0.4) << i;
+    EXPECT_EQ(in[3], (std::vector<double>{0.1, 0.2, 0.3})[k / 2]) << i;
+    EXPECT_GE(in[2], 9.0);
+    EXPECT_LT(in[2], 10.0);
+  }
+}
+
+// ---- reproducibility ---------------------------------------------------------
+
+TEST(Run, SameSeedGivesIdenticalResultsAcrossRunsThreadsAndChunks) {
+  Config c = config(ring_toml(1500));
+  c.threads = 1, c.chunk = 4096;
+  const std::string a = slurp(run_into(c, "a") / "results.csv");
+  const std::string b = slurp(run_into(c, "b") / "results.csv");
+  c.threads = 2, c.chunk = 77;
+  const std::string d = slurp(run_into(c, "d") / "results.csv");
+  c.threads = 2, c.chunk = 1000;
+  const std::string e = slurp(run_into(c, "e") / "results.csv");
+  ASSERT_GT(a.size(), 1000u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, d);
+  EXPECT_EQ(a, e);
+  c.seed = 8;
+  EXPECT_NE(a, slurp(run_into(c, "f") / "results.csv"));
+}
+
+TEST(Run, SampleIOfNSamplesEqualsSampleIOf2NSamples) {
+  const Csv small(run_into(config(ring_toml(300)), "n") / "results.csv");
+  const Csv large(run_into(config(ring_toml(600)), "2n") / "results.csv");
+  ASSERT_EQ(small.rows.size(), 300u);
+  ASSERT_EQ(large.rows.size(), 600u);
+  for (std::size_t i = 0; i < small.rows.size(); ++i) EXPECT_EQ(small.rows[i], large.rows[i]) << i;
+}
+
+TEST(Run, CpuAndReferenceBackendsAgree) {
+  Config c = config(ring_toml(60));
+  const Csv cpu(run_into(c, "cpu") / "results.csv");
+  c.backend = Backend::reference;
+  const Csv ref(run_into(c, "ref") / "results.csv");
+  EXPECT_EQ(cpu.text("status"), ref.text("status"));
+  EXPECT_EQ(cpu.text("mu"), ref.text("mu"));
+  for (const char* col : {"theta_final", "t_stop", "energy_dissipated"}) {
+    const std::vector<double> x = cpu.num(col), y = ref.num(col);
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-9) << col << " sample " << i;
+  }
+}
+
+// ---- stick-slip --------------------------------------------------------------
+
+std::string incline_toml(double alpha, double mu, const std::string& v, double t_end,
+                         const std::string& backend = "cpu") {
+  std::ostringstream s;
+  s.precision(17);
+  s << "model = \"incline_block\"\nsamples = 4\nbackend = \"" << backend << "\"\n[integrator]\ndt = 0.01\nt_end = "
+    << t_end << "\nevent_tol = 1e-10\n[params]\nalpha = " << alpha << "\nmu = " << mu
+    << "\n[initial]\ns = 0.0\nv = " << v << "\n";
+  return s.str();
+}
+
+TEST(StickSlip, InclineBlockSticksAtTheAnalyticPointAndTime) {
+  // tan(alpha) < mu: sliding down, the block decelerates at
+  // a = g (mu cos alpha - sin alpha) and sticks at t = v0/a, s = v0^2/(2a).
+  const double alpha = 0.3, mu = 0.5, a = kG * (mu * std::cos(alpha) - std::sin(alpha));
+  for (const char* backend : {"cpu", "reference"}) {
+    const Csv r(run_into(config(incline_toml(alpha, mu, "[0.5, 1.0, 2.0, 3.0]", 10.0, backend)), backend) /
+                "results.csv");
+    const std::vector<double> v0 = r.num("v"), ts = r.num("t_stop"), s = r.num("s_final"), v = r.num("v_final");
+    for (std::size_t i = 0; i < v0.size(); ++i) {
+      EXPECT_EQ(r.text("status")[i], "at_rest");
+      // The instant is bracketed to event_tol; RK4 is exact for a constant
+      // acceleration, so the position error is a * tol * (t - t_stop) at most.
+      EXPECT_NEAR(ts[i], v0[i] / a, 1e-10 + 1e-13) << backend << " v0 = " << v0[i];
+      EXPECT_NEAR(s[i], v0[i] * v0[i] / (2 * a), 1e-12) << backend << " v0 = " << v0[i];
+      EXPECT_EQ(v[i], 0.0);
+      EXPECT_EQ(r.text("events")[i], "1");
+    }
+  }
+}
+
+TEST(StickSlip, InclineBlockWithTanAlphaAboveMuNeverSticks) {
+  // tan(alpha) > mu: released at rest it slides down at once with
+  // a_down = g (sin alpha - mu cos alpha) (friction at rest opposes the
+  // impending motion); sent up the slope at v0 < 0 it decelerates at
+  // a_up = g (sin alpha + mu cos alpha), turns at t1 = -v0/a_up (one event)
+  // and slides down from rest.
+  const double alpha = 0.5, mu = 0.2, T = 3.0;
+  const double a_dn = kG * (std::sin(alpha) - mu * std::cos(alpha));
+  const double a_up = kG * (std::sin(alpha) + mu * std::cos(alpha));
+  const Csv r(run_into(config(incline_toml(alpha, mu, "[0.0, -1.0, -2.0, 1.0]", T)), "slide") / "results.csv");
+  const std::vector<double> v0 = r.num("v"), s = r.num("s_final"), v = r.num("v_final");
+  for (std::size_t i = 0; i < v0.size(); ++i) {
+    EXPECT_EQ(r.text("status")[i], "finished");
+    double s_exp, v_exp;
+    int events;
+    if (v0[i] < 0) {
+      const double t1 = -v0[i] / a_up, s1 = -v0[i] * v0[i] / (2 * a_up);
+      s_exp = s1 + 0.5 * a_dn * (T - t1) * (T - t1);
+      v_exp = a_dn * (T - t1);
+      events = 1;
+    } else {
+      s_exp = v0[i] * T + 0.5 * a_dn * T * T;
+      v_exp = v0[i] + a_dn * T;
+      events = v0[i] == 0 ? 1 : 0;  // a system released at rest consults its handler once
+    }
+    EXPECT_NEAR(s[i], s_exp, 1e-8) << "v0 = " << v0[i];
+    EXPECT_NEAR(v[i], v_exp, 1e-8) << "v0 = " << v0[i];
+    EXPECT_EQ(r.text("events")[i], std::to_string(events)) << "v0 = " << v0[i];
+  }
+}
+
+// The bead's polar angle th (from +x, counter-clockwise) on a ring of
+// radius R: R th'' = -g cos th - mu sgn(th') |g sin th - R th'^2| (the normal
+// force per mass is g sin th - R th'^2). Integrated independently of ukb:
+// RK4 with a tiny step and the sliding direction frozen over each step (so
+// the field is smooth), the zero of th' located on the cubic Hermite
+// interpolant of the step; at rest the bead sticks where |cot th| <= mu, else
+// it slides off towards the bottom.
+struct Rest {
+  double theta, t;
+};
+
+Rest ring_reference(double mu, double R, double th, double w) {
+  const double h = 1e-4;
+  double t = 0;
+  auto f = [&](double a, double b, double s) {
+    return (-kG * std::cos(a) - mu * s * std::abs(kG * std::sin(a) - R * b * b)) / R;
+  };
+  for (int guard = 0; guard < 10000000; ++guard) {
+    double s = w > 0 ? 1 : w < 0 ? -1 : 0;
+    if (s == 0) {
+      if (std::abs(std::cos(th)) <= mu * std::abs(std::sin(th))) return {th, t};
+      s = -std::cos(th) > 0 ? 1 : -1;  // the impending motion
+    }
+    const double k1a = w, k1b = f(th, w, s);
+    const double k2a = w + 0.5 * h * k1b, k2b = f(th + 0.5 * h * k1a, w + 0.5 * h * k1b, s);
+    const double k3a = w + 0.5 * h * k2b, k3b = f(th + 0.5 * h * k2a, w + 0.5 * h * k2b, s);
+    const double k4a = w + h * k3b, k4b = f(th + h * k3a, w + h * k3b, s);
+    const double th1 = th + h / 6 * (k1a + 2 * k2a + 2 * k3a + k4a);
+    const double w1 = w + h / 6 * (k1b + 2 * k2b + 2 * k3b + k4b);
+    if (w1 * s > 0) {
+      th = th1, w = w1, t += h;
+      continue;
+    }
+    // Hermite cubic through (w, w') at both ends; its zero by bisection.
+    const double d0 = f(th, w, s), d1 = f(th1, w1, s);
+    auto herm = [&](double y0, double y1, double m0, double m1, double x) {
+      const double u = x / h, u2 = u * u, u3 = u2 * u;
+      return (2 * u3 - 3 * u2 + 1) * y0 + (u3 - 2 * u2 + u) * h * m0 + (-2 * u3 + 3 * u2) * y1 +
+             (u3 - u2) * h * m1;
+    };
+    double lo = 0, hi = h;
+    for (int it = 0; it < 80; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (herm(w, w1, d0, d1, mid) * s > 0 ? lo : hi) = mid;
+    }
+    th = herm(th, th1, w, w1, lo);
+    w = 0;
+    t += lo;
+  }
+  ADD_FAILURE() << "the reference bead never came to rest";
+  return {th, t};
+}
+
+TEST(StickSlip, RingRestingAngleAndTimeMatchAnIndependentIntegrator) {
+  Config c = config(ring_toml(6, "", "[0.05, 0.1, 0.2, 0.3, 0.4, 0.5]"));
+  c.run.dt = 0.001;
+  const Csv r(run_into(c, "ring") / "results.csv");
+  const std::vector<double> mu = r.num("mu"), th = r.num("theta_final"), ts = r.num("t_stop");
+  for (std::size_t i = 0; i < mu.size(); ++i) {
+    ASSERT_EQ(r.text("status")[i], "at_rest") << mu[i];
+    const Rest ref = ring_reference(mu[i], 1.0, 0.0, 0.0);
+    EXPECT_NEAR(th[i], ref.theta, 1e-9) << "mu = " << mu[i];
+    EXPECT_NEAR(ts[i], ref.t, 1e-9) << "mu = " << mu[i];
+    // Where it stopped, static friction holds it: |cot theta| <= mu.
+    EXPECT_LE(std::abs(std::cos(th[i])), mu[i] * std::abs(std::sin(th[i])));
+  }
+}
+
+TEST(StickSlip, ABeadReleasedAtRestStaysWhereStaticFrictionHoldsIt) {
+  // Released at rest: where |cot theta| <= mu the handler keeps the bead
+  // there for good (at_rest at t = 0, nothing moved); elsewhere it slides.
+  using Mo = models::BeadOnRing<double>;
+  const double thetas[4] = {-1.4, -1.7, -2.0, -0.9};  // |cot| = 0.17, 0.13, 0.46, 0.79
+  Batch<Mo> b(4);
+  for (int i = 0; i < 4; ++i) {
+    Mo::Params p{};
+    p.mu = 0.5;
+    b.set_params(i, p);
+    const double q[2] = {std::cos(thetas[i]), std::sin(thetas[i])}, qd[2] = {0, 0};
+    b.set_state(i, q, qd);
+  }
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    Batch<Mo> c = b;
+    EXPECT_EQ(advance(c, be, {.dt = 0.01, .t_end = 0.5}), 0);
+    for (int i = 0; i < 4; ++i) {
+      const bool holds = std::abs(std::cos(thetas[i])) <= 0.5 * std::abs(std::sin(thetas[i]));
+      EXPECT_EQ(c.status(i), holds ? Status::at_rest : Status::ok) << thetas[i];
+      EXPECT_EQ(c.events(i), 1) << thetas[i];
+      if (holds) {
+        EXPECT_EQ(c.t_stop(i), 0.0);
+        EXPECT_EQ(c.q(i, 0), b.q(i, 0));
+        EXPECT_EQ(c.q(i, 1), b.q(i, 1));
+        EXPECT_EQ(c.steps(i), 0);
+      } else {
+        EXPECT_GT(std::abs(c.q(i, 0) - b.q(i, 0)), 1e-3) << "slides";
+      }
+    }
+  }
+}
+
+// ---- outputs -------------------------------------------------------------------
+
+TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
+  Config c = config(ring_toml(400) + "[output]\nrecord = [0, 3, 399]\nrecord_every = 7\nhistogram_bins = 9\n");
+  const fs::path dir = run_into(c, "out");
+  for (const char* f : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"}) {
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+    EXPECT_FALSE(fs::exists(dir / (std::string(f) + ".tmp"))) << f;
+  }
+  const Csv res(dir / "results.csv");
+  ASSERT_EQ(res.rows.size(), 400u);
+
+  // summary.json: counts per status and the statistics of theta_final,
+  // recomputed here from the table.
+  const nlohmann::json sum = nlohmann::json::parse(slurp(dir / "summary.json"));
+  std::map<std::string, long> counts;
+  for (const std::string& s : res.text("status")) counts[s]++;
+  for (const auto& [s, k] : counts) EXPECT_EQ(sum["status_counts"][s].get<long>(), k) << s;
+  std::vector<double> th = res.num("theta_final");
+  std::sort(th.begin(), th.end());
+  const nlohmann::json& st = sum["observables"]["theta_final"]["successful"];
+  EXPECT_EQ(st["count"].get<std::size_t>(), th.size());
+  EXPECT_DOUBLE_EQ(st["quantiles"]["p50"].get<double>(), 0.5 * (th[199] + th[200]));
+  EXPECT_DOUBLE_EQ(st["min"].get<double>(), th.front());
+  EXPECT_DOUBLE_EQ(st["max"].get<double>(), th.back());
+  long hist = 0;
+  for (const auto& k : st["histogram"]["counts"]) hist += k.get<long>();
+  EXPECT_EQ(hist, 400);
+  EXPECT_EQ(st["histogram"]["counts"].size(), 9u);
+
+  // trajectories.csv: each recorded sample starts at the initial state and
+  // ends exactly where results.csv says (a run split into calls of
+  // record_every steps is the same run).
+  const Csv tr(dir / "trajectories.csv");
+  for (long sample : {0L, 3L, 399L}) {
+    std::vector<std::size_t> rows;
+    for (std::size_t i = 0; i < tr.rows.size(); ++i)
+      if (tr.rows[i][tr.at("sample")] == std::to_string(sample)) rows.push_back(i);
+    ASSERT_GE(rows.size(), 3u) << sample;
+    EXPECT_EQ(tr.rows[rows.front()][tr.at("t")], "0");
+    const auto& last = tr.rows[rows.back()];
+    const auto& final = res.rows[static_cast<std::size_t>(sample)];
+    EXPECT_EQ(last[tr.at("t")], final[res.at("t_final")]) << sample;
+    EXPECT_EQ(last[tr.at("theta")], final[res.at("theta_final")]) << sample;
+    EXPECT_EQ(last[tr.at("q_x")], final[res.at("q_x_final")]) << sample;
+    EXPECT_EQ(last[tr.at("status")], final[res.at("status")]) << sample;
+  }
+
+  // results.npy: a structured array with the table's columns and rows.
+  const std::string npy = slurp(dir / "results.npy");
+  ASSERT_EQ(npy.substr(0, 6), "\x93NUMPY");
+  const std::size_t hlen = static_cast<unsigned char>(npy[8]) + 256u * static_cast<unsigned char>(npy[9]);
+  EXPECT_EQ((10 + hlen) % 64, 0u);
+  const std::string header = npy.substr(10, hlen);
+  for (const std::string& name : res.names) EXPECT_NE(header.find("('" + name + "'"), std::string::npos) << name;
+  EXPECT_NE(header.find("'shape': (400,)"), std::string::npos);
+  const std::size_t record = (npy.size() - 10 - hlen) / 400;
+  EXPECT_EQ((npy.size() - 10 - hlen) % 400, 0u);
+  // sample (int64), mu (double), status (bytes), t_final (double): check row 5.
+  const char* row = npy.data() + 10 + hlen + 5 * record;
+  std::int64_t idx;
+  double mu;
+  std::memcpy(&idx, row, 8);
+  std::memcpy(&mu, row + 8, 8);
+  EXPECT_EQ(idx, 5);
+  EXPECT_EQ(mu, res.num("mu")[5]);
+
+  const nlohmann::json rj = nlohmann::json::parse(slurp(dir / "run.json"));
+  EXPECT_EQ(rj["seed"].get<std::uint64_t>(), 7u);
+  EXPECT_EQ(rj["version"].get<std::string>(), ukb::version);
+  EXPECT_EQ(rj["config"]["params"]["mu"]["dist"].get<std::string>(), "uniform");
+  EXPECT_GT(rj["wall_seconds"].get<double>(), 0.0);
+}
+
+TEST(Outputs, NoProgressLineWhenStderrIsNotATerminal) {
+  const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
+  std::ofstream(cfg) << ring_toml(50);
+  const CliRun r = run_cli("run " + cfg + " --out " + dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("50 at_rest"), std::string::npos) << r.out;
+}
+
+// ---- bad input -------------------------------------------------------------------
+
+struct BadConfig {
+  const char* what;
+  std::string toml;
+  std::vector<std::string> expect;  // substrings of the message (besides the file name)
+};
+
+TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
+  const std::string base = ring_toml(10);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    const std::size_t k = s.find(from);
+    EXPECT_NE(k, std::string::npos) << from;
+    return s.replace(k, from.size(), to);
+  };
+  const std::vector<BadConfig> cases = {
+      {"unknown key", with("seed = 7", "sede = 7"), {"'sede'", "did you mean 'seed'"}},
+      {"unknown integrator key", with("dt = 0.01", "dtt = 0.01"), {"integrator.dtt", "did you mean 'dt'"}},
+      {"unknown parameter", with("mu = {", "muu = {"), {"params.muu", "did you mean 'mu'"}},
+      {"wrong type", with("samples = 10", "samples = \"ten\""), {"'samples'", "expected an integer, got a string"}},
+      {"negative samples", with("samples = 10", "samples = -5"), {"'samples'", "expected an integer in [1,"}},
+      {"zero samples", with("samples = 10", "samples = 0"), {"'samples'", "expected an integer in [1,"}},
+      {"dt = 0", with("dt = 0.01", "dt = 0.0"), {"integrator.dt", "expected a time step > 0"}},
+      {"dt < 0", with("dt = 0.01", "dt = -0.01"), {"integrator.dt", "expected a time step > 0"}},
+      {"unknown distribution", with("\"uniform\"", "\"unifrom\""), {"params.mu.dist", "did you mean 'uniform'"}},
+      {"inverted bounds", with("min = 0.05, max = 0.5", "min = 0.5, max = 0.05"), {"params.mu.max", "expected max > min"}},
+      {"unknown model", with("bead_on_ring", "bead_on_rign"), {"'model'", "did you mean 'bead_on_ring'"}},
+      {"missing dt", with("dt = 0.01\n", ""), {"integrator.dt", "missing"}},
+      {"no end", with("t_end = 60.0", "t_end = inf"), {"integrator", "neither t_end"}},
+      {"bad TOML", with("seed = 7", "seed = = 7"), {"not valid TOML", ":3:"}},
+      {"normal sd 0", with("{ dist = \"uniform\", min = 0.05, max = 0.5 }", "{ dist = \"normal\", mean = 0.2, sd = 0.0 }"),
+       {"params.mu.sd", "expected a standard deviation > 0"}},
+      {"empty truncation window", with("{ dist = \"uniform\", min = 0.05, max = 0.5 }",
+                                       "{ dist = \"normal\", mean = 0.2, sd = 0.01, min = 0.4, max = 0.5 }"),
+       {"params.mu", "expected at least 0.05"}},
+      {"grid of one point", with("{ dist = \"uniform\", min = 0.05, max = 0.5 }", "{ dist = \"grid\", min = 0.1, max = 0.2, count = 1 }"),
+       {"params.mu.count", "expected an integer in [2,"}},
+      {"mixed natural and raw", with("omega = 0.0", "omega = 0.0\nq = [1.0, 0.0]"), {"initial.theta", "cannot be mixed"}},
+      {"raw state off the ring", with("theta = 0.0\nomega = 0.0", "q = [1.1, 0.0]\nqd = [0.0, 0.0]"),
+       {"sample 0", "position residual 0.1", "initial.tolerance"}},
+      {"raw state of wrong length", with("theta = 0.0\nomega = 0.0", "q = [1.0]"), {"initial.q", "expected 2 values"}},
+      {"record out of range", base + "[output]\nrecord = [10]\n", {"output.record[0]", "expected an integer in [0, 9]"}},
+      {"unknown method", with("dt = 0.01", "dt = 0.01\nmethod = \"euler\""), {"integrator.method", "expected rk4"}},
+      {"unknown backend", with("seed = 7", "seed = 7\nbackend = \"gpu\""), {"'backend'", "expected reference, cpu or cuda"}},
+  };
+  for (const BadConfig& b : cases) {
+    const std::string cfg = unique_path("bad.toml"), dir = unique_path("never");
+    std::ofstream(cfg) << b.toml;
+    fs::remove_all(dir);
+    const CliRun r = run_cli("run " + cfg + " --out " + dir + " --quiet");
+    EXPECT_EQ(r.code, 2) << b.what << ": " << r.err;
+    EXPECT_NE(r.err.find(cfg), std::string::npos) << b.what << ": " << r.err;
+    for (const std::string& e : b.expect) EXPECT_NE(r.err.find(e), std::string::npos) << b.what << ": " << r.err;
+    EXPECT_EQ(r.out, "") << b.what;
+    EXPECT_FALSE(fs::exists(dir)) << b.what << ": partial output left";
+  }
+}
+
+TEST(BadInput, UnwritableOutputDirectoryAndMissingConfigAreRefused) {
+  const std::string cfg = unique_path("ok.toml"), file = unique_path("a_file");
+  std::ofstream(cfg) << ring_toml(10);
+  std::ofstream(file) << "x";
+  // A directory below a regular file cannot be created (not even by root).
+  CliRun r = run_cli("run " + cfg + " --out " + file + "/sub --quiet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot create the output directory"), std::string::npos) << r.err;
+  r = run_cli("run " + cfg + " --out " + file + " --quiet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not a directory"), std::string::npos) << r.err;
+  r = run_cli("run " + unique_path("missing.toml") + " --quiet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot read the config file"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(file), "x");
+}
+
+}  // namespace
+}  // namespace ukb::test
