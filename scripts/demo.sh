@@ -1,37 +1,53 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds ukb in build/, and shows it at work on the
-# bead on a rough ring (Udwadia 2000): one acceleration, and a trajectory.
+# Installs what is missing, builds ukb, and runs the Monte Carlo example
+# examples/ring_friction.toml: a bead released level with the centre of a
+# rough vertical ring, mu uniform on [0.05, 0.5], 100 000 samples, each run
+# until it sticks. Prints where the bead comes to rest and where the files
+# and plots are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
 jobs="${UKB_JOBS:-2}"
-echo "== Building ukb in build/ (the first build takes a few minutes)..."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" --target ukb_cli ukb_example_ring_energy >/dev/null
-out=build/demo
-mkdir -p "$out"
+# The demo runs on the CPU backend: a CPU-only build is quicker to make.
+build=build-demo
+echo "== Building ukb in $build/ (CPU backend; the first build takes a minute or two)..."
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=OFF -DUKB_BUILD_TESTS=OFF \
+      -DUKB_BUILD_BENCH=OFF -DUKB_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" -j"$jobs" --target ukb_cli >/dev/null
 
+out=build-demo/ring_friction
 echo
-echo "== The models ukb knows (build/bin/ukb models):"
-build/bin/ukb models | grep -E '^[a-z]'
+echo "== $build/bin/ukb run examples/ring_friction.toml --out $out"
+start=$(date +%s%N)
+"$build/bin/ukb" run examples/ring_friction.toml --out "$out"
 echo
-echo "== One acceleration: a bead on a vertical ring of radius 1.25 m, friction mu = 0.25,"
-echo "   at (x, y) = (1.194170, 0.369400) moving with (x', y') = (-0.738801, 2.388340):"
-echo "   build/bin/ukb accel --model bead_on_ring --param R=1.25 --param mu=0.25 \\"
-echo "       --q 1.194170,0.369400 --qd -0.738801,2.388340"
-build/bin/ukb accel --model bead_on_ring --param R=1.25 --param mu=0.25 \
-  --q 1.194170,0.369400 --qd -0.738801,2.388340 | tee "$out/ring_accel.json"
-echo "   (qdd: acceleration; Qc_ideal: normal force; Qc_nonideal: friction; lambda: multiplier)"
-echo
-echo "== A trajectory: the bead released at rest level with the centre (x = 1, y = 0), mu = 0.2,"
-echo "   RK4 with dt = 1e-3 for 1 s on the reference backend; energy drained by friction:"
-build/bin/ukb_example_ring_energy 0.2 1.0 | tee "$out/ring_energy.txt"
-build/bin/ukb trajectory --model bead_on_ring --param mu=0.2 --q 1,0 --qd 0,0 \
-  --dt 1e-3 --steps 1000 --every 10 --out "$out/ring_trajectory.csv"
+echo "== scripts/plot.py $out"
+/usr/bin/python3 scripts/plot.py "$out"
+end=$(date +%s%N)
+
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+s = json.load(open(f"{out}/summary.json"))
+n = s["samples"]
+rest = s["status_counts"].get("at_rest", 0)
+th = s["observables"]["theta_final"]["successful"]["quantiles"]
+ts = s["observables"]["t_stop"]["successful"]["quantiles"]
+print()
+print(f"== Summary: {rest} of {n} beads came to rest.")
+print(f"   resting angle theta (from +x, counter-clockwise; -pi/2 is the bottom):")
+print(f"     median {th['p50']:.6f} rad, 5-95 % range [{th['p05']:.4f}, {th['p95']:.4f}] rad")
+print(f"   time to rest: median {ts['p50']:.4f} s, 5-95 % range [{ts['p05']:.3f}, {ts['p95']:.3f}] s")
+PY
+ms=$(( (end - start) / 1000000 ))
+printf '   run and plots took %d.%01d s\n' $(( ms / 1000 )) $(( ms % 1000 / 100 ))
 echo
 echo "== Results are in $out/:"
-echo "   ring_accel.json       the acceleration above"
-echo "   ring_energy.txt       angle, angular speed and energy every 0.1 s"
-echo "   ring_trajectory.csv   t, x, y, x_dot, y_dot every 10 steps"
-echo "Next: build/bin/ukb --help, and scripts/test.sh to run the test suite."
+echo "   results.csv, results.npy   one row per sample: mu, status, final state, theta_final, t_stop, energies, residuals"
+echo "   summary.json               counts per status; statistics and histograms of every observable"
+echo "   trajectories.csv           samples 0-3 every 5 steps"
+echo "   run.json                   the resolved config, seed, version, backend, threads, wall time"
+echo "   plots/                     histograms, observables against mu, trajectories (PNG)"
+echo "Next: edit examples/ring_friction.toml (README: Monte Carlo runs), build/bin/ukb --help,"
+echo "and scripts/test.sh to run the test suite."

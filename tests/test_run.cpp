@@ -506,6 +506,34 @@ TEST(Outputs, NoProgressLineWhenStderrIsNotATerminal) {
   EXPECT_NE(r.out.find("50 at_rest"), std::string::npos) << r.out;
 }
 
+TEST(Outputs, TheExampleConfigsAreValid) {
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(UKB_SOURCE_DIR) / "examples")) {
+    if (e.path().extension() != ".toml") continue;
+    ++found;
+    const Config c = run::load_config(e.path().string());
+    EXPECT_GE(c.samples, 1) << e.path();
+  }
+  EXPECT_GE(found, 2);
+}
+
+TEST(Outputs, PlotScriptDrawsHistogramsScattersAndTrajectories) {
+  if (std::system("/usr/bin/python3 -c 'import numpy, matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Debian's python3-numpy and python3-matplotlib are not installed "
+                    "(scripts/install_deps.sh installs them)";
+  Config c = config(ring_toml(200) + "[output]\nrecord = [0, 1]\nrecord_every = 10\n");
+  const fs::path dir = run_into(c, "plots");
+  const std::string cmd = "/usr/bin/python3 " + std::string(UKB_SOURCE_DIR) + "/scripts/plot.py " +
+                          dir.string() + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (const char* png : {"hist_theta_final.png", "hist_t_stop.png", "scatter_theta_final_vs_mu.png",
+                          "scatter_t_stop_vs_mu.png", "trajectories.png"}) {
+    const std::string bytes = slurp(dir / "plots" / png);
+    EXPECT_GT(bytes.size(), 1000u) << png;
+    EXPECT_EQ(bytes.substr(0, 4), "\x89PNG") << png;
+  }
+}
+
 // ---- bad input -------------------------------------------------------------------
 
 struct BadConfig {

@@ -47,9 +47,6 @@ struct Dist {
   long axis_size() const;
   /// Point k of an axis.
   double axis_point(long k) const;
-  /// Smallest and largest value a draw can take (for validation).
-  double min_value() const;
-  double max_value() const;
 };
 
 /// One named input of the model.

@@ -298,6 +298,7 @@ int cmd_run(const RunArgs& a) {
     if (name.rfind("failed", 0) == 0) failed += count;
   }
   std::cout << '\n';
+  std::cout.precision(9);
   for (const auto& [name, value] : o.medians) std::cout << "  median " << name << " = " << value << '\n';
   std::cout << "  results in " << o.out_dir << "/ (results.csv, results.npy, summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << ")\n";

@@ -454,13 +454,18 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     f << '\n';
     EnsembleChunk ch;
     fill(c, ch, c.record);
+    kernels::RunSettings<double> settings;
+    settings.dt = c.run.dt, settings.t_end = c.run.t_end, settings.max_steps = c.run.max_steps;
     std::vector<bool> live(c.record.size(), true);
     auto rows = [&] {
       for (int s = 0; s < ch.N; ++s) {
         if (!live[std::size_t(s)]) continue;
         const Sys y(ch, s, n, np);
-        f << c.record[std::size_t(s)] << ',' << g17(ch.t[std::size_t(s)]) << ','
-          << status_name(static_cast<Status>(ch.status[std::size_t(s)]));
+        // A system still on its way is "running"; otherwise its final status.
+        const std::size_t us = std::size_t(s);
+        const bool running = kernels::run_active(ch.status[us], ch.t[us], ch.steps[us], settings);
+        f << c.record[us] << ',' << g17(ch.t[us]) << ','
+          << (running ? std::string("running") : status_name(static_cast<Status>(ch.status[us])));
         for (double x : y.q) f << ',' << g17(x);
         for (double x : y.qd) f << ',' << g17(x);
         if (natural_out) {
@@ -524,9 +529,8 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     if (col.integer) v.assign(col.i.begin(), col.i.end());
     nlohmann::json& o2 = sum["observables"][col.name];
     o2["successful"] = stats(v, ok_rows, c.histogram_bins);
-    const bool headline = col.name == "t_stop" ||
-                          (natural_out && col.name.size() > 6 && col.name.ends_with("_final") &&
-                           col.name.rfind("q", 0) != 0);
+    bool headline = col.name == "t_stop";
+    for (const std::string& nm : M.initial_names) headline = headline || col.name == nm + "_final";
     if (headline && o2["successful"].contains("quantiles"))
       result.medians.emplace_back(col.name, o2["successful"]["quantiles"]["p50"].get<double>());
     for (const auto& [s, rows] : by_status)

@@ -60,38 +60,6 @@ double Dist::axis_point(long k) const {
   return a + (b - a) * static_cast<double>(k) / static_cast<double>(count - 1);
 }
 
-double Dist::min_value() const {
-  switch (kind) {
-    case Kind::fixed: return a;
-    case Kind::uniform:
-    case Kind::grid: return a;
-    case Kind::normal: return lo;
-    case Kind::lognormal: return 0;
-    case Kind::values: {
-      double v = list.front();
-      for (double x : list) v = std::min(v, x);
-      return v;
-    }
-  }
-  return a;
-}
-
-double Dist::max_value() const {
-  switch (kind) {
-    case Kind::fixed: return a;
-    case Kind::uniform:
-    case Kind::grid: return b;
-    case Kind::normal:
-    case Kind::lognormal: return hi;
-    case Kind::values: {
-      double v = list.front();
-      for (double x : list) v = std::max(v, x);
-      return v;
-    }
-  }
-  return a;
-}
-
 double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
             long axis_index) {
   switch (d.kind) {

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Pictures of a `ukb run` output directory.
+
+    scripts/plot.py OUT_DIR [--max-points N]
+
+Reads results.npy (or results.csv), run.json and trajectories.csv from
+OUT_DIR and writes PNGs into OUT_DIR/plots/:
+
+  hist_<observable>.png              histogram over the successful samples
+                                     (status finished or at_rest)
+  scatter_<observable>_vs_<input>.png  the observable against each sampled
+                                     input (at most --max-points samples,
+                                     evenly spaced in sample order)
+  trajectories.png                   the recorded samples against time
+
+Uses Debian's python3-numpy and python3-matplotlib (no display needed).
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+SUCCESS = (b"finished", b"at_rest")
+# Observables plotted against the inputs: what a study asks about.
+HEADLINE_SUFFIXES = ("_final",)
+HEADLINE = ("t_stop", "energy_dissipated", "steps", "events")
+
+
+def load_results(out):
+    npy = os.path.join(out, "results.npy")
+    if os.path.exists(npy):
+        return np.load(npy)
+    # Fallback: the CSV (slower, same columns).
+    with open(os.path.join(out, "results.csv")) as f:
+        rows = list(csv.reader(f))
+    names = rows[0]
+    cols = list(zip(*rows[1:])) if len(rows) > 1 else [[] for _ in names]
+    dtype, data = [], []
+    for name, col in zip(names, cols):
+        if name == "status":
+            dtype.append((name, "S16"))
+            data.append([c.encode() for c in col])
+        else:
+            dtype.append((name, "f8"))
+            data.append([float(c) for c in col])
+    return np.array(list(zip(*data)), dtype=dtype)
+
+
+def load_trajectories(out):
+    path = os.path.join(out, "trajectories.csv")
+    if not os.path.exists(path):
+        return None, []
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    names = rows[0]
+    table = {n: [] for n in names}
+    for r in rows[1:]:
+        for n, v in zip(names, r):
+            table[n].append(v)
+    return table, names
+
+
+def safe(name):
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out_dir")
+    ap.add_argument("--max-points", type=int, default=20000)
+    args = ap.parse_args()
+    out = args.out_dir
+    if not os.path.isdir(out):
+        sys.exit(f"plot.py: '{out}' is not a directory (expected the output of `ukb run`)")
+    try:
+        with open(os.path.join(out, "run.json")) as f:
+            run = json.load(f)
+        res = load_results(out)
+    except OSError as e:
+        sys.exit(f"plot.py: {e} (expected the output of `ukb run`)")
+    model = run["config"]["model"]
+    plots = os.path.join(out, "plots")
+    os.makedirs(plots, exist_ok=True)
+
+    names = list(res.dtype.names)
+    status = res["status"]
+    ok = np.isin(status, SUCCESS)
+    first_obs = names.index("status") + 1
+    inputs = [n for n in names[1:names.index("status")]]
+    observables = names[first_obs:]
+    written = []
+
+    for obs in observables:
+        v = np.asarray(res[obs][ok], dtype=float)
+        v = v[np.isfinite(v)]
+        if v.size == 0 or np.all(v == v[0]):
+            continue  # nothing to show (e.g. a velocity that is zero at rest)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.hist(v, bins=min(60, max(10, int(np.sqrt(v.size)))), color="tab:blue")
+        ax.set_xlabel(obs)
+        ax.set_ylabel("samples")
+        ax.set_title(f"{model}: {obs} ({v.size} successful samples)")
+        fig.tight_layout()
+        path = os.path.join(plots, f"hist_{safe(obs)}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    step = max(1, len(res) // args.max_points)
+    sub = res[::step]
+    headline = [o for o in observables if o.endswith(HEADLINE_SUFFIXES) or o in HEADLINE]
+    headline = [o for o in headline if not (o.startswith("q_") or o.startswith("qd_"))]
+    for x in inputs:
+        for obs in headline:
+            y = np.asarray(sub[obs], dtype=float)
+            if not np.any(np.isfinite(y)) or np.nanmin(y) == np.nanmax(y):
+                continue
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for st in np.unique(sub["status"]):
+                m = sub["status"] == st
+                ax.scatter(sub[x][m], y[m], s=2, alpha=0.5, label=st.decode())
+            ax.set_xlabel(x)
+            ax.set_ylabel(obs)
+            ax.set_title(f"{model}: {obs} against {x}")
+            ax.legend(markerscale=5, fontsize=8)
+            fig.tight_layout()
+            path = os.path.join(plots, f"scatter_{safe(obs)}_vs_{safe(x)}.png")
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            written.append(path)
+
+    traj, tnames = load_trajectories(out)
+    if traj is not None and traj["sample"]:
+        natural = [n for n in tnames if n not in ("sample", "t", "status") and not n.startswith("q")]
+        shown = natural or [n for n in tnames if n.startswith("q_")]
+        fig, axes = plt.subplots(len(shown), 1, figsize=(7, 2.2 * len(shown) + 0.6), sharex=True, squeeze=False)
+        samples = sorted(set(traj["sample"]), key=int)
+        t = np.array(traj["t"], dtype=float)
+        s = np.array(traj["sample"])
+        for ax, name in zip(axes[:, 0], shown):
+            y = np.array(traj[name], dtype=float)
+            for k in samples:
+                m = s == k
+                ax.plot(t[m], y[m], label=f"sample {k}")
+            ax.set_ylabel(name)
+        axes[0, 0].legend(fontsize=8)
+        axes[-1, 0].set_xlabel("t")
+        axes[0, 0].set_title(f"{model}: recorded trajectories")
+        fig.tight_layout()
+        path = os.path.join(plots, "trajectories.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    print(f"plot.py: {len(written)} PNGs in {plots}/")
+
+
+if __name__ == "__main__":
+    main()
