@@ -45,7 +45,7 @@ def load_results(out):
     dtype, data = [], []
     for name, col in zip(names, cols):
         if name == "status":
-            dtype.append((name, "S16"))
+            dtype.append((name, "S32"))
             data.append([c.encode() for c in col])
         else:
             dtype.append((name, "f8"))

@@ -90,11 +90,11 @@ void reference_evaluate(Batch<Mo>& b, double rtol) {
       for (int j = 0; j < Mo::n; ++j) q(j) = b.q(i, j), qd(j) = b.qd(i, j);
       const reference::Result r = reference::evaluate<Mo>(b.params(i), q, qd, b.t(i), {rtol});
       for (int j = 0; j < Mo::n; ++j) {
-        v.qdd[j * v.N + i] = r.qdd(j);
-        v.Qc_ideal[j * v.N + i] = r.Qc_ideal(j);
-        v.Qc_nonideal[j * v.N + i] = r.Qc_nonideal(j);
+        v.qdd[std::size_t(j) * v.N + i] = r.qdd(j);
+        v.Qc_ideal[std::size_t(j) * v.N + i] = r.Qc_ideal(j);
+        v.Qc_nonideal[std::size_t(j) * v.N + i] = r.Qc_nonideal(j);
       }
-      for (int j = 0; j < Mo::m; ++j) v.lambda[j * v.N + i] = r.lambda(j);
+      for (int j = 0; j < Mo::m; ++j) v.lambda[std::size_t(j) * v.N + i] = r.lambda(j);
       v.rank[i] = r.rank;
       v.status[i] = static_cast<std::int32_t>(r.status);
     }
@@ -144,17 +144,17 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
       if (steps == 0) monitor(x);
       double g = with_events ? event(x) : 0.0;
       if (with_events && steps == 0 && g == 0.0) {
-        ++events;
-        rest = handler_stops(x);
-        g = event(x);
+        st = f(x.q, x.qd, x.t).status;  // evaluable before the handler is asked
+        if (st == Status::ok) {
+          ++events;
+          rest = handler_stops(x);
+          g = event(x);
+        }
       }
-      for (long k = 0; k < s.budget && !rest; ++k) {
+      for (long k = 0; k < s.budget && !rest && st == Status::ok; ++k) {
         const double remaining = s.t_end - x.t;
         if (!(remaining > s.dt * 1e-9)) break;
-        if (steps >= s.max_steps) {
-          if (std::isfinite(s.t_end)) st = Status::max_steps;
-          break;
-        }
+        if (steps >= s.max_steps) break;
         const double h = remaining < s.dt * (1 + 1e-9) ? remaining : s.dt;
         if (!(x.t + h > x.t)) break;
         const reference::State x0 = x;
@@ -187,7 +187,7 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
             // Bisection on the step size: the longest clean trial step.
             double lo = 0, hi = h;
             x = x0;
-            while (hi - lo > s.event_tol) {
+            for (int it = 0; it < 200 && hi - lo > s.event_tol; ++it) {
               const double mid = 0.5 * (lo + hi);
               if (!(mid > lo && mid < hi)) break;
               reference::State y = x0;
@@ -208,8 +208,14 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
         }
         monitor(x);
       }
-      if (rest) st = Status::at_rest, v.t_stop[i] = x.t;
-      for (int j = 0; j < Mo::n; ++j) v.q[j * v.N + i] = x.q(j), v.qd[j * v.N + i] = x.qd(j);
+      if (rest) {
+        st = Status::at_rest;
+        v.t_stop[i] = x.t;
+      } else if (st == Status::ok && steps >= s.max_steps && std::isfinite(s.t_end) &&
+                 s.t_end - x.t > s.dt * 1e-9) {
+        st = Status::max_steps;
+      }
+      for (int j = 0; j < Mo::n; ++j) v.q[std::size_t(j) * v.N + i] = x.q(j), v.qd[std::size_t(j) * v.N + i] = x.qd(j);
       v.t[i] = x.t;
       v.steps[i] = steps;
       v.events[i] = events;

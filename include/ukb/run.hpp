@@ -74,6 +74,8 @@ struct Config {
   std::vector<long> record;         ///< samples whose trajectories are written
   long record_every = 100;          ///< trajectory row every this many steps
   int histogram_bins = 50;          ///< bins of each histogram in summary.json
+  bool write_csv = true;            ///< results.csv ([output] formats)
+  bool write_npy = true;            ///< results.npy ([output] formats)
   std::string out_dir;              ///< [output] dir (the --out option overrides it)
 
   /// Every input in canonical order: params, then initial.

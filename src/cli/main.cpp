@@ -300,7 +300,8 @@ int cmd_run(const RunArgs& a) {
   std::cout << '\n';
   std::cout.precision(9);
   for (const auto& [name, value] : o.medians) std::cout << "  median " << name << " = " << value << '\n';
-  std::cout << "  results in " << o.out_dir << "/ (results.csv, results.npy, summary.json, run.json"
+  std::cout << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
+            << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << ")\n";
   return failed > 0 ? 1 : 0;
 }

@@ -4,7 +4,9 @@
 #define TOML_EXCEPTIONS 1
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -397,6 +399,16 @@ Config parse_config(const std::string& text, const std::string& path) {
       for (int j = 0; j < M.n; ++j)
         c.initial.push_back({std::string(which) + "_" + M.coords[static_cast<std::size_t>(j)], Dist{}});
   }
+  {
+    // Every step must advance the time, up to the last instant of the run.
+    const double t_last = std::isfinite(c.run.t_end) ? c.run.t_end
+                                                     : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
+    const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
+    if (!(t_big + c.run.dt * 1e-3 > t_big) || !std::isfinite(t_last))
+      P.fail(dt, "integrator.dt",
+             "the time step " + Parser::fmt(c.run.dt) + " is too small to advance the time near " +
+                 Parser::fmt(t_big) + "; expected a larger dt or a smaller time range");
+  }
   if (!(c.run.t_end > c.t0))
     P.fail(I.get("t_end"), "integrator.t_end",
            "expected an end time > the initial time t0 = " + Parser::fmt(c.t0) + ", got " +
@@ -414,7 +426,20 @@ Config parse_config(const std::string& text, const std::string& path) {
   // [output]
   if (const toml::node* on = root.get("output")) {
     const toml::table& O = P.table(*on, "output");
-    P.only_keys(O, "output.", {"dir", "record", "record_every", "histogram_bins"});
+    P.only_keys(O, "output.", {"dir", "record", "record_every", "histogram_bins", "formats"});
+    if (const toml::node* f = O.get("formats")) {
+      const toml::array* a = f->as_array();
+      if (!a || a->empty())
+        P.fail(f, "output.formats", "expected a non-empty array of \"csv\" and \"npy\"");
+      c.write_csv = c.write_npy = false;
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const std::string key = "output.formats[" + std::to_string(i) + "]";
+        const std::string v = P.string(*a->get(i), key);
+        if (v == "csv") c.write_csv = true;
+        else if (v == "npy") c.write_npy = true;
+        else P.fail(a->get(i), key, "unknown format '" + v + "'; expected csv or npy");
+      }
+    }
     if (const toml::node* d = O.get("dir")) {
       c.out_dir = P.string(*d, "output.dir");
       if (c.out_dir.empty()) P.fail(d, "output.dir", "expected a directory name, got an empty string");
@@ -469,7 +494,13 @@ std::string Config::to_json() const {
   for (const Input& x : initial) j["initial"]["quantities"][x.name] = dist_json(x.dist);
   j["initial"]["tolerance"] = initial_tol;
   j["initial"]["t0"] = t0;
-  j["output"] = {{"record", record}, {"record_every", record_every}, {"histogram_bins", histogram_bins}};
+  std::vector<std::string> formats;
+  if (write_csv) formats.emplace_back("csv");
+  if (write_npy) formats.emplace_back("npy");
+  j["output"] = {{"record", record},
+                 {"record_every", record_every},
+                 {"histogram_bins", histogram_bins},
+                 {"formats", formats}};
   return j.dump(2);
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -106,7 +107,7 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
 // without commit, the temporaries (and a directory we created) are removed.
 class Output {
  public:
-  Output(fs::path dir, const std::string& origin) : dir_(std::move(dir)) {
+  Output(fs::path dir, const std::string& origin) : dir_(std::move(dir)), origin_(origin) {
     std::error_code ec;
     if (!fs::exists(dir_, ec)) {
       fs::path top = dir_;
@@ -140,17 +141,24 @@ class Output {
     const fs::path p = dir_ / (name + ".tmp");
     files_.push_back(name);
     std::ofstream f(p, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot write '" + p.string() + "'");
+    if (!f) throw ConfigError(origin_ + ": cannot write '" + p.string() + "' (" + std::strerror(errno) + ")");
     return f;
   }
 
   void close(std::ofstream& f, const std::string& name) {
     f.close();
-    if (!f) throw std::runtime_error("writing '" + (dir_ / (name + ".tmp")).string() + "' failed");
+    if (!f)
+      throw ConfigError(origin_ + ": writing '" + (dir_ / (name + ".tmp")).string() +
+                        "' failed (disk full?)");
   }
 
+  // Renames every file into place and removes the outputs of an earlier run
+  // into the same directory that this run did not write (they would not
+  // belong to it).
   void commit() {
     for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
+    for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
+      if (std::find(files_.begin(), files_.end(), n) == files_.end()) fs::remove(dir_ / n);
     committed_ = true;
   }
 
@@ -162,6 +170,7 @@ class Output {
   }
 
   fs::path dir_, created_;
+  std::string origin_;
   std::vector<std::string> files_;
   bool committed_ = false;
 };
@@ -217,7 +226,7 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
   std::copy(ic + M.n, ic + 2 * M.n, qd);
   double pos, vel;
   M.residual(pv, q, qd, c.t0, pos, vel);
-  if (pos > c.initial_tol || vel > c.initial_tol || std::isnan(pos) != std::isnan(vel))
+  if (M.has_residual && !(pos <= c.initial_tol && vel <= c.initial_tol))
     throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) +
                       ": the raw initial state violates the constraints of '" + M.name +
                       "': position residual " + g17(pos) + ", velocity residual " + g17(vel) +
@@ -336,6 +345,17 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   const std::string dir = !o.out_dir.empty() ? o.out_dir : !c.out_dir.empty() ? c.out_dir : "ukb-run";
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
 
+  // The table is held in memory: refuse a run that cannot fit before work starts.
+  {
+    const double columns = 12.0 + 3.0 * n + static_cast<double>(c.inputs().size() + M.initial_names.size());
+    const double need = columns * 8.0 * static_cast<double>(c.samples);
+    const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    if (have > 0 && need > 0.8 * have)
+      throw ConfigError(c.path + ": key 'samples': " + std::to_string(c.samples) + " samples need about " +
+                        g17(std::ceil(need / 1e9)) + " GB for the results table, more than this machine's memory (" +
+                        g17(std::floor(have / 1e9)) + " GB); expected fewer samples (split the run by seed)");
+  }
+
   // Every initial state is checked before any work starts.
   {
     std::vector<double> p(static_cast<std::size_t>(np)), q(static_cast<std::size_t>(n)),
@@ -405,6 +425,8 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
       system_steps += static_cast<double>(after - before);
       progress.update(done + count - active, system_steps);
       if (active == 0) break;
+      if (after == before)  // no system can move any more (config checks make this unreachable)
+        throw std::runtime_error("the run makes no progress (dt too small for t?)");
     }
     done += count;
     for (int s = 0; s < ch.N; ++s) {
@@ -483,20 +505,24 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
       const std::vector<double> t0 = ch.t;
       const std::vector<std::int32_t> status0 = ch.status;
       const long active = M.advance(ch, c.backend, c.run, c.record_every, eo);
-      for (std::size_t s = 0; s < live.size(); ++s)
+      bool moved = false;
+      for (std::size_t s = 0; s < live.size(); ++s) {
         live[s] = ch.steps[s] != steps0[s] || ch.t[s] != t0[s] || ch.status[s] != status0[s];
+        moved = moved || live[s];
+      }
       rows();
       if (active == 0) break;
+      if (!moved) throw std::runtime_error("the recorded run makes no progress (dt too small for t?)");
     }
     out.close(f, "trajectories.csv");
   }
 
-  {
+  if (c.write_csv) {
     std::ofstream f = out.open("results.csv");
     write_csv(f, T);
     out.close(f, "results.csv");
   }
-  {
+  if (c.write_npy) {
     std::ofstream f = out.open("results.npy");
     write_npy(f, T);
     out.close(f, "results.npy");

@@ -139,7 +139,8 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
 /// it for good (status at_rest, t_stop = the event time). From a state with
 /// g exactly zero (a handler has just set the sliding velocity to zero) the
 /// next step is taken as it is. A system that starts with g exactly zero
-/// consults the handler once first.
+/// consults the handler once first (after one evaluation: a system that
+/// cannot be evaluated gets its failed status instead).
 /// `steps` counts accepted steps (the trials of the location are not
 /// counted), `events` the calls of the handler (located events and the
 /// start with g exactly zero). With `monitor` (and a model with
@@ -188,19 +189,21 @@ struct IntegrateBody {
       if (s.events) {
         g = Mo::event(q, qd, t, p);
         if (steps == 0 && g == T(0)) {
-          ++events;
-          rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
-          g = Mo::event(q, qd, t, p);
+          // A system that cannot be evaluated fails before its handler is asked.
+          Accel<Mo> a;
+          st = uk_accel<Mo>(q, qd, t, p, s.rank_rtol, a);
+          if (st == Status::ok) {
+            ++events;
+            rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
+            g = Mo::event(q, qd, t, p);
+          }
         }
       }
     }
-    for (long k = 0; k < s.budget && !rest; ++k) {
+    for (long k = 0; k < s.budget && !rest && st == Status::ok; ++k) {
       const T remaining = s.t_end - t;
       if (!(remaining > s.dt * T(1e-9))) break;  // reached t_end
-      if (steps >= s.max_steps) {
-        if (s.t_end - s.t_end == T(0)) st = Status::max_steps;  // finite t_end not reached
-        break;
-      }
+      if (steps >= s.max_steps) break;
       const T h = remaining < s.dt * T(1 + 1e-9) ? remaining : s.dt;  // last step shortened
       if (!(t + h > t)) break;  // t too large for dt to advance it: stop, never loop
       T q0[n], qd0[n];
@@ -239,6 +242,9 @@ struct IntegrateBody {
     if (rest) {
       st = Status::at_rest;
       v.t_stop[i] = t;
+    } else if (st == Status::ok && steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
+               s.t_end - t > s.dt * T(1e-9)) {
+      st = Status::max_steps;  // the step limit came before a finite t_end
     }
     for (int j = 0; j < n; ++j) {
       v.q[std::size_t(j) * N + i] = q[j];
