@@ -569,8 +569,7 @@ TEST(Outputs, TheExampleConfigsAreValid) {
 
 TEST(Outputs, PlotScriptDrawsHistogramsScattersAndTrajectories) {
   if (std::system("/usr/bin/python3 -c 'import numpy, matplotlib' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "Debian's python3-numpy and python3-matplotlib are not installed "
-                    "(scripts/install_deps.sh installs them)";
+    GTEST_SKIP() << "python3-numpy and python3-matplotlib are missing (scripts/install_deps.sh installs them)";
   Config c = config(ring_toml(200) + "[output]\nrecord = [0, 1]\nrecord_every = 10\n");
   const fs::path dir = run_into(c, "plots");
   const std::string cmd = "/usr/bin/python3 " + std::string(UKB_SOURCE_DIR) + "/scripts/plot.py " +

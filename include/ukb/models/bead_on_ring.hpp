@@ -81,11 +81,7 @@ struct BeadOnRing {
 
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
-    using std::abs;
-    using std::sqrt;
-    const T r = sqrt(q[0] * q[0] + q[1] * q[1]);
-    pos = abs(r - p.R);
-    vel = abs(q[0] * qd[0] + q[1] * qd[1]) / r;
+    detail::circle_residual(q, qd, p.R, pos, vel);
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
@@ -93,18 +89,14 @@ struct BeadOnRing {
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
     using std::cos;
     using std::sin;
-    const T c = cos(ic[0]), s = sin(ic[0]);
-    q[0] = p.R * c;
-    q[1] = p.R * s;
-    qd[0] = -p.R * ic[1] * s;
-    qd[1] = p.R * ic[1] * c;
+    detail::circle_state(p.R, cos(ic[0]), sin(ic[0]), ic[1], q, qd);
     return true;
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
     using std::atan2;
     ic[0] = atan2(q[1], q[0]);
-    ic[1] = (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
+    ic[1] = detail::circle_rate(q, qd);
   }
 
   UKB_HD static T event(const T* q, const T* qd, T /*t*/, const Params& /*p*/) {

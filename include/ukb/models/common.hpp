@@ -109,6 +109,35 @@ UKB_HD inline EventAction coulomb_stick_or_slip(T* q, T* qd, T t, const typename
   return coulomb_holds<Mo::n>(A, Q, mu) ? EventAction::stop : EventAction::resume;
 }
 
+/// A point q in the plane held at distance r from the origin: residuals
+/// pos = | |q| - r | and vel = |q . q'| / |q| (the radial speed).
+template <class T>
+UKB_HD inline void circle_residual(const T* q, const T* qd, T r, T& pos, T& vel) {
+  using std::abs;
+  using std::sqrt;
+  const T d = sqrt(q[0] * q[0] + q[1] * q[1]);
+  pos = abs(d - r);
+  vel = abs(q[0] * qd[0] + q[1] * qd[1]) / d;
+}
+
+/// The state on the circle of radius r at the point r (c, s), (c, s) a unit
+/// vector, moving counter-clockwise at angular rate omega: q = r (c, s),
+/// q' = r omega (-s, c).
+template <class T>
+UKB_HD inline void circle_state(T r, T c, T s, T omega, T* q, T* qd) {
+  q[0] = r * c;
+  q[1] = r * s;
+  qd[0] = -r * omega * s;
+  qd[1] = r * omega * c;
+}
+
+/// The angular rate of a point moving on a circle about the origin:
+/// (x y' - y x') / |q|^2.
+template <class T>
+UKB_HD inline T circle_rate(const T* q, const T* qd) {
+  return (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
+}
+
 /// Kinetic energy 1/2 v^T M v (M n x n, row-major).
 template <int N, class T>
 UKB_HD inline T kinetic_energy(const T* M, const T* v) {

@@ -83,31 +83,24 @@ struct RedundantPendulum {
 
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
-    using std::abs;
-    using std::sqrt;
-    const T r = sqrt(q[0] * q[0] + q[1] * q[1]);
-    pos = abs(r - p.l);
-    vel = abs(q[0] * qd[0] + q[1] * qd[1]) / r;
+    detail::circle_residual(q, qd, p.l, pos, vel);
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
 
+  // theta from the downward vertical: the bob at l (sin theta, -cos theta).
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
     using std::cos;
     using std::sin;
-    const T s = sin(ic[0]), c = cos(ic[0]);
-    q[0] = p.l * s;
-    q[1] = -p.l * c;
-    qd[0] = p.l * ic[1] * c;
-    qd[1] = p.l * ic[1] * s;
+    detail::circle_state(p.l, sin(ic[0]), -cos(ic[0]), ic[1], q, qd);
     return true;
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
     using std::atan2;
     ic[0] = atan2(q[0], -q[1]);
-    ic[1] = (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
+    ic[1] = detail::circle_rate(q, qd);
   }
-};;
+};
 
 }  // namespace ukb::models
