@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ukb/config.hpp"
+#include "ukb/model.hpp"
 
 template <class T>
 struct RotatingHoop {
@@ -61,6 +62,23 @@ struct RotatingHoop {
     A[4] = c;
     A[5] = T(0);
     b[1] = -w * w * (s * q[0] - c * q[1]) + T(2) * w * (c * qd[0] + s * qd[1]);
+  }
+
+  // Optional: the undifferentiated constraint of each row, scaled as the row
+  // (A_i = d phi_i / dq, phi_i'' = (A q'' - b)_i), for stabilisation.
+  //   phi_1 = (|q|^2 - R^2) / 2,            phi_1' = q . q'
+  //   phi_2 = -sin(wt) x + cos(wt) y,       phi_2' = -s x' + c y' - w (c x + s y)
+  static constexpr std::array<ukb::RowKind, m> row_kinds{ukb::RowKind::holonomic,
+                                                         ukb::RowKind::holonomic};
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T t, const Params& p, T* phi,
+                                     T* phid) {
+    using std::cos;
+    using std::sin;
+    const T s = sin(p.omega * t), c = cos(p.omega * t), w = p.omega;
+    phi[0] = T(0.5) * (q[0] * q[0] + q[1] * q[1] + q[2] * q[2] - p.R * p.R);
+    phid[0] = q[0] * qd[0] + q[1] * qd[1] + q[2] * qd[2];
+    phi[1] = -s * q[0] + c * q[1];
+    phid[1] = -s * qd[0] + c * qd[1] - w * (c * q[0] + s * q[1]);
   }
 
   // C = -c (q' - omega z x q): friction against the velocity relative to

@@ -29,15 +29,28 @@
 /// | member | enables |
 /// |---|---|
 /// | `residual(q, qd, t, p, pos, vel)` | constraint-drift monitoring: `pos` = max abs of the undifferentiated holonomic constraints `phi(q,t)` (in length units), `vel` = max abs of their rates and of the nonholonomic constraints `psi(q,q',t)` |
+/// | `row_kinds` (std::array<RowKind, m>) + `constraint_rows(q, qd, t, p, phi, phid)` | stabilisation (Baumgarte, projection): the undifferentiated constraint of every row of A, see below |
 /// | `potential(q, t, p)` | energy observables: E = 1/2 q'^T M q' + V(q, t) |
 /// | `initial_names` (std::array) + `initial_state(ic, p, q, qd)` | natural initial quantities (e.g. an angle and a rate) mapped to a consistent state; returns false where no consistent state exists |
 /// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
+///
+/// **Constraint rows.** `constraint_rows` states, row by row of A, the
+/// constraint that the row differentiates, scaled exactly as the row:
+/// - a holonomic row i (`row_kinds[i] == RowKind::holonomic`) writes
+///   `phi[i]` = phi_i(q, t) with `A_i = d phi_i / d q`, and `phid[i]` =
+///   phi_i' = A_i q' + d phi_i / d t; so that phi_i'' = (A q'' - b)_i along
+///   every motion;
+/// - a nonholonomic row i writes `phi[i] = 0` and `phid[i]` = psi_i(q, q', t)
+///   with `A_i = d psi_i / d q'`; so that psi_i' = (A q'' - b)_i.
+/// For example, the ring's row A = [x, y], b = -(x'^2 + y'^2) comes from
+/// phi = (x^2 + y^2 - R^2) / 2 with phi' = x x' + y y'.
 #pragma once
 
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <type_traits>
 
 #include "ukb/config.hpp"
 
@@ -90,6 +103,23 @@ concept HasResidual = requires(const typename Mo::Scalar* x, typename Mo::Scalar
                                const typename Mo::Params& p, typename Mo::Scalar& r) {
   Mo::residual(x, x, t, p, r, r);
 };
+
+/// Kind of a constraint row (see `constraint_rows` in this file's documentation).
+enum class RowKind : int {
+  holonomic = 0,     ///< phi(q, t) = 0, differentiated twice
+  nonholonomic = 1,  ///< psi(q, q', t) = 0, differentiated once
+};
+
+/// The model states the undifferentiated constraint of each row of A
+/// (`row_kinds`, `constraint_rows`), which stabilisation needs.
+template <class Mo>
+concept HasConstraintRows =
+    requires(const typename Mo::Scalar* x, typename Mo::Scalar* y, typename Mo::Scalar t,
+             const typename Mo::Params& p) {
+      requires std::same_as<std::remove_cvref_t<decltype(Mo::row_kinds)>,
+                            std::array<RowKind, static_cast<std::size_t>(Mo::m)>>;
+      Mo::constraint_rows(x, x, t, p, y, y);
+    };
 
 /// The model has a potential energy (`potential`).
 template <class Mo>

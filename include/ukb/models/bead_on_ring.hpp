@@ -26,7 +26,8 @@ namespace ukb::models {
 /// `R` does not enter the acceleration (A and b depend on the state only); it
 /// fixes the ring for initial states and residual monitoring.
 ///
-/// Monitoring and `ukb run`: residuals phi = r - R and r' (r = |q|);
+/// Monitoring and `ukb run`: residuals r - R and r' (r = |q|); the row's
+/// constraint (stabilisation) phi = (x^2 + y^2 - R^2) / 2, phi' = x x' + y y';
 /// V = m g y; natural quantities theta (angle from +x, counter-clockwise;
 /// q = R (cos theta, sin theta)) and omega = theta'. Stick-slip: the event
 /// is the sliding velocity r omega = (x y' - y x')/r; at its zero the bead
@@ -82,6 +83,14 @@ struct BeadOnRing {
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
     detail::circle_residual(q, qd, p.R, pos, vel);
+  }
+
+  static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic};
+
+  /// phi = (x^2 + y^2 - R^2) / 2, the row's constraint (A = d phi / dq).
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
+                                     T* phid) {
+    detail::circle_row(q, qd, p.R, phi[0], phid[0]);
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }

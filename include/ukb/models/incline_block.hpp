@@ -26,7 +26,7 @@ namespace ukb::models {
 /// s'' = g (sin alpha + mu cos alpha) towards the bottom.
 ///
 /// Monitoring and `ukb run`: residuals phi = x sin(alpha) + y cos(alpha) and
-/// its rate; V = m g y; natural quantities s (distance from the origin along
+/// its rate (also the row's constraint, for stabilisation); V = m g y; natural quantities s (distance from the origin along
 /// the line, positive down the slope) and v = s'. Stick-slip: the event is
 /// v; at its zero the block sticks for good when tan(alpha) <= mu, else it
 /// slides on (down the slope).
@@ -80,14 +80,21 @@ struct InclineBlock {
     detail::coulomb_friction<InclineBlock>(q, qd, t, p, Qc_ideal, p.mu, C);
   }
 
-  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+  UKB_HD static void residual(const T* q, const T* qd, T t, const Params& p, T& pos,
                               T& vel) {
-    using std::abs;
+    detail::single_row_residual<InclineBlock>(q, qd, t, p, pos, vel);
+  }
+
+  static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic};
+
+  /// phi = x sin(alpha) + y cos(alpha), the row's constraint.
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
+                                     T* phid) {
     using std::cos;
     using std::sin;
     const T sa = sin(p.alpha), ca = cos(p.alpha);
-    pos = abs(q[0] * sa + q[1] * ca);
-    vel = abs(qd[0] * sa + qd[1] * ca);
+    phi[0] = q[0] * sa + q[1] * ca;
+    phid[0] = qd[0] * sa + qd[1] * ca;
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }

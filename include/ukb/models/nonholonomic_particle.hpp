@@ -21,7 +21,7 @@ namespace ukb::models {
 /// - Non-ideal force C = -a0 |u| u with u = q' the velocity.
 ///
 /// Monitoring and `ukb run`: no holonomic row (position residual 0),
-/// velocity residual psi = y' - z^2 x'; V = -(fx x + fy y + fz z); natural
+/// velocity residual psi = y' - z^2 x' (the row is nonholonomic); V = -(fx x + fy y + fz z); natural
 /// quantities x, y, z, x_dot, z_dot (y_dot = z^2 x_dot follows).
 template <class T>
 struct NonholonomicParticle {
@@ -84,6 +84,15 @@ struct NonholonomicParticle {
     vel = abs(qd[1] - q[2] * q[2] * qd[0]);
   }
 
+  static constexpr std::array<RowKind, m> row_kinds{RowKind::nonholonomic};
+
+  /// psi = y' - z^2 x', the row's nonholonomic constraint (A = d psi / dq').
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& /*p*/,
+                                     T* phi, T* phid) {
+    phi[0] = T(0);
+    phid[0] = qd[1] - q[2] * q[2] * qd[0];
+  }
+
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
     return -(p.fx * q[0] + p.fy * q[1] + p.fz * q[2]);
   }
@@ -105,6 +114,6 @@ struct NonholonomicParticle {
     ic[3] = qd[0];
     ic[4] = qd[2];
   }
-};;
+};
 
 }  // namespace ukb::models

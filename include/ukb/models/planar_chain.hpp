@@ -40,7 +40,8 @@ constexpr const char* chain_name(int k) {
 /// - Non-ideal force C = -c q' (Udwadia & Kalaba 2001, section 2.2).
 ///
 /// Monitoring and `ukb run`: residuals max_k ||d_k| - l| and
-/// max_k |d_k . d_k'| / |d_k|; V = m g sum_k y_k; natural quantities
+/// max_k |d_k . d_k'| / |d_k|; row k's constraint (stabilisation)
+/// phi_k = (|d_k|^2 - l^2) / 2; V = m g sum_k y_k; natural quantities
 /// theta1..thetaK (angle of link k from the downward vertical,
 /// d_k = l (sin theta_k, -cos theta_k)) and omega1..omegaK (their rates).
 template <class T, int K>
@@ -138,6 +139,23 @@ struct PlanarChain {
       const T e = abs(len - p.l), ev = abs(dx * ux + dy * uy) / len;
       pos = e > pos ? e : pos;
       vel = ev > vel ? ev : vel;
+    }
+  }
+
+  static constexpr std::array<RowKind, m> row_kinds = [] {
+    std::array<RowKind, m> a{};
+    for (int k = 0; k < m; ++k) a[k] = RowKind::holonomic;
+    return a;
+  }();
+
+  /// Row k: phi_k = (|d_k|^2 - l^2) / 2, phi_k' = d_k . d_k'.
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
+                                     T* phid) {
+    for (int k = 0; k < K; ++k) {
+      T dx, dy, ux, uy;
+      link(q, qd, k, dx, dy, ux, uy);
+      phi[k] = T(0.5) * ((dx * dx + dy * dy) - p.l * p.l);
+      phid[k] = dx * ux + dy * uy;
     }
   }
 

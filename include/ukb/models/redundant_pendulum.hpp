@@ -23,7 +23,8 @@ namespace ukb::models {
 /// the radial velocity x x' + y y' vanishes; otherwise the solution is the
 /// (mass-weighted) least-squares one that the pseudo-inverse gives.
 ///
-/// Monitoring and `ukb run`: residuals phi = r - l and r'; V = m g y;
+/// Monitoring and `ukb run`: residuals r - l and r'; the rows' constraints
+/// (stabilisation) (r^2 - l^2) / 2 and r - l; V = m g y;
 /// natural quantities theta (angle from the downward vertical,
 /// q = l (sin theta, -cos theta)) and omega = theta'.
 template <class T>
@@ -84,6 +85,19 @@ struct RedundantPendulum {
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
     detail::circle_residual(q, qd, p.l, pos, vel);
+  }
+
+  static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic, RowKind::holonomic};
+
+  /// Row 1: phi = (r^2 - l^2) / 2, phi' = x x' + y y'; row 2: phi = r - l,
+  /// phi' = (x x' + y y') / r.
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
+                                     T* phid) {
+    using std::sqrt;
+    detail::circle_row(q, qd, p.l, phi[0], phid[0]);
+    const T r = sqrt(q[0] * q[0] + q[1] * q[1]);
+    phi[1] = r - p.l;
+    phid[1] = phid[0] / r;
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }

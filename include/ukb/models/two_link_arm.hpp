@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ukb/config.hpp"
+#include "ukb/models/common.hpp"
 
 namespace ukb::models {
 
@@ -33,7 +34,8 @@ namespace ukb::models {
 /// Non-ideal force: viscous friction at the tip along the line,
 /// F = -c (t . p') t, as generalized force C = J^T F.
 ///
-/// Monitoring and `ukb run`: residuals |nn . (p - p0)| and |A q'|; V as
+/// Monitoring and `ukb run`: residuals |nn . (p - p0)| and |A q'| (the
+/// row's constraint phi = nn . (p - p0) and its rate, for stabilisation); V as
 /// above; natural quantities theta1, omega1 and elbow (+1 or -1): theta2 =
 /// beta + elbow acos(-(nn . p0 + l1 cos(theta1 - beta)) / l2) puts the tip
 /// on the line, omega2 = -l1 sin(theta1 - beta) omega1 / (l2 sin(theta2 -
@@ -116,15 +118,22 @@ struct TwoLinkArm {
     C[1] = J01 * s * tx + J11 * s * ty;
   }
 
-  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
+  UKB_HD static void residual(const T* q, const T* qd, T t, const Params& p, T& pos,
                               T& vel) {
-    using std::abs;
+    detail::single_row_residual<TwoLinkArm>(q, qd, t, p, pos, vel);
+  }
+
+  static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic};
+
+  /// phi = nn . (p - p0) = -l1 cos(th1 - beta) - l2 cos(th2 - beta) - nn . p0
+  /// (A = d phi / dq), phi' = A q'.
+  UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
+                                     T* phid) {
     using std::cos;
     using std::sin;
-    const T c1 = cos(q[0] - p.beta), c2 = cos(q[1] - p.beta);
     const T nn_p0 = -sin(p.beta) * p.p0x + cos(p.beta) * p.p0y;
-    pos = abs(-p.l1 * c1 - p.l2 * c2 - nn_p0);
-    vel = abs(p.l1 * sin(q[0] - p.beta) * qd[0] + p.l2 * sin(q[1] - p.beta) * qd[1]);
+    phi[0] = -p.l1 * cos(q[0] - p.beta) - p.l2 * cos(q[1] - p.beta) - nn_p0;
+    phid[0] = p.l1 * sin(q[0] - p.beta) * qd[0] + p.l2 * sin(q[1] - p.beta) * qd[1];
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
