@@ -14,6 +14,7 @@ void add_run_hooks(ModelInfo& info) {
   info.has_events = HasEvents<Mo>;
   info.has_potential = HasPotential<Mo>;
   info.has_residual = HasResidual<Mo>;
+  info.has_rows = HasConstraintRows<Mo>;
   if constexpr (HasInitialState<Mo>) {
     info.initial_names.assign(Mo::initial_names.begin(), Mo::initial_names.end());
     info.initial_state = [](std::span<const double> values, const double* ic, double* q,
@@ -58,6 +59,8 @@ void add_run_hooks(ModelInfo& info) {
     std::copy(c.t_stop.begin(), c.t_stop.end(), v.t_stop);
     std::copy(c.res_pos.begin(), c.res_pos.end(), v.res_pos);
     std::copy(c.res_vel.begin(), c.res_vel.end(), v.res_vel);
+    std::copy(c.rank_drops.begin(), c.rank_drops.end(), v.rank_drops);
+    std::copy(c.proj_fails.begin(), c.proj_fails.end(), v.proj_fails);
     const long active = ukb::advance(b, backend, run, budget, options);
     std::copy(v.q, v.q + std::size_t(n) * N, c.q.begin());
     std::copy(v.qd, v.qd + std::size_t(n) * N, c.qd.begin());
@@ -68,6 +71,8 @@ void add_run_hooks(ModelInfo& info) {
     std::copy(v.t_stop, v.t_stop + N, c.t_stop.begin());
     std::copy(v.res_pos, v.res_pos + N, c.res_pos.begin());
     std::copy(v.res_vel, v.res_vel + N, c.res_vel.begin());
+    std::copy(v.rank_drops, v.rank_drops + N, c.rank_drops.begin());
+    std::copy(v.proj_fails, v.proj_fails + N, c.proj_fails.begin());
     return active;
   };
 }
@@ -159,6 +164,8 @@ void EnsembleChunk::reset(int systems, int n, int np) {
   t_stop.assign(S, std::numeric_limits<double>::quiet_NaN());
   res_pos.assign(S, 0.0);
   res_vel.assign(S, 0.0);
+  rank_drops.assign(S, 0);
+  proj_fails.assign(S, 0);
 }
 
 int ModelInfo::param_index(std::string_view key) const {

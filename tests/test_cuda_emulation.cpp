@@ -41,7 +41,7 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       EXPECT_EQ(diff, 0);
       // An ensemble run's settings: events located, residuals monitored.
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40};
-      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true};
+      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true, {}, {}};
       cuda_emulated::integrate<Mo>(emu.batch.view(), s, 128);
       advance(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
@@ -60,6 +60,33 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
   });
 }
 
+TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
+  // Baumgarte and projection run in the shared body: the emulated launch of
+  // the CUDA host source gives the CPU backend's bits, counters included.
+  for_each_model_template([]<template <class> class Model>() {
+    using Mo = Model<double>;
+    for (Stabilization st : {Stabilization::baumgarte, Stabilization::projection}) {
+      SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(st)));
+      RandomBatch<Model> emu(37, 550), cpu(37, 550);
+      const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40, .stabilization = st};
+      kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, kernels::default_rank_rtol<double>(),
+                                     true, true, {}, {}};
+      detail::stabilization_settings<Mo>(run, s);
+      cuda_emulated::integrate<Mo>(emu.batch.view(), s, 32);
+      advance(cpu.batch, Backend::cpu, run, 30);
+      int mismatches = 0;
+      for (int i = 0; i < 37; ++i)
+        mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n) ||
+                      emu.batch.steps(i) != cpu.batch.steps(i) ||
+                      emu.batch.rank_drops(i) != cpu.batch.rank_drops(i) ||
+                      emu.batch.proj_fails(i) != cpu.batch.proj_fails(i) ||
+                      emu.batch.res_pos(i) != cpu.batch.res_pos(i);
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(cpu.batch.steps(36), 30) << "guard: the systems stepped";
+    }
+  });
+}
+
 TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   RandomBatch<models::BeadOnRing, float> b(129, 600);
   auto p = b.batch.params(128);
@@ -67,7 +94,7 @@ TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   b.batch.set_params(128, p);
   const float inf = std::numeric_limits<float>::infinity();
   cuda_emulated::integrate<models::BeadOnRing<float>>(
-      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false}, 64);
+      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false, {}, {}}, 64);
   EXPECT_EQ(b.batch.status(128), Status::failed_mass_matrix);
   EXPECT_EQ(b.batch.status(127), Status::ok);
 }

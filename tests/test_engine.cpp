@@ -226,10 +226,11 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusOutputs) {
   // (5 n + m + 4 + np) scalars (state, outputs, run monitors, parameters),
-  // three 32-bit integers (status, rank, events) and a 64-bit step counter.
-  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 8.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 172u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 20u);
+  // three 32-bit integers (status, rank, events) and three 64-bit counters
+  // (steps, rank_drops, proj_fails).
+  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 24.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 188u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 36u);
 }
 
 // The CUDA backend on a real GPU (skipped here without one).
@@ -244,6 +245,19 @@ TEST(Engine, CudaMatchesReference) {
     ASSERT_EQ(step(gpu.batch, Backend::cuda, 1e-3, 200), 0);
     ASSERT_EQ(step(cpu.batch, Backend::cpu, 1e-3, 200), 0);
     EXPECT_LT(max_rel_diff(gpu.batch, cpu.batch, Mo::n, [](const auto& b, int i, int j) { return b.q(i, j); }), 1e-10) << Mo::name;
+    // Stabilised ensemble runs (events, monitors, counters) on the GPU.
+    for (Stabilization st : {Stabilization::baumgarte, Stabilization::projection}) {
+      RandomBatch<Model> g(1003, 410), c(1003, 410);
+      const RunOptions r{.dt = 1e-3, .t_end = 0.2, .stabilization = st};
+      advance(g.batch, Backend::cuda, r);
+      advance(c.batch, Backend::cpu, r);
+      EXPECT_LT(max_rel_diff(g.batch, c.batch, Mo::n, [](const auto& b, int i, int j) { return b.q(i, j); }), 1e-10)
+          << Mo::name << " " << to_string(st);
+      long counters = 0;
+      for (int i = 0; i < 1003; ++i)
+        counters += g.batch.rank_drops(i) != c.batch.rank_drops(i) || g.batch.proj_fails(i) != c.batch.proj_fails(i);
+      EXPECT_EQ(counters, 0) << Mo::name << " " << to_string(st);
+    }
   });
 }
 

@@ -125,6 +125,9 @@ TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
       kernels::JacobiPinv<3, 6, double> p;
       p.factor(Br.data(), 1e-10);
       EXPECT_EQ(p.rank, s > 1e-10 ? 3 : 2) << "s = " << s;
+      int ref_rank = -1;  // the reference applies the same relative rule
+      reference::pseudo_inverse(B, 1e-10, &ref_rank);
+      EXPECT_EQ(ref_rank, p.rank) << "s = " << s;
       // Kept: condition 1/s; dropped: the kept part has condition 2.
       if (s > 1e-8) check_against_reference<3, 6>(B, 1e-10, 1 / s);
       if (s < 1e-12) check_against_reference<3, 6>(B, 1e-10, 2);

@@ -556,6 +556,37 @@ TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics)
   EXPECT_EQ(f.text("steps"), (std::vector<std::string>{"20", "20", "20"}));
 }
 
+TEST(Outputs, StabilisedRunsRecordTheirSettingsAndCountersAndAgreeWithTheUnstabilisedRun) {
+  // The demo's ring with each stabilisation: the resting angles agree with
+  // the run without (to the integration error), projection failures and
+  // rank drops are counted (none here), run.json states the resolved settings.
+  const Csv plain(run_into(config(ring_toml(20)), "none") / "results.csv");
+  EXPECT_EQ(plain.text("rank_drops"), std::vector<std::string>(20, "0"));
+  EXPECT_EQ(std::find(plain.names.begin(), plain.names.end(), "projection_failures"), plain.names.end());
+  for (const char* method : {"baumgarte", "projection"}) {
+    SCOPED_TRACE(method);
+    const fs::path dir =
+        run_into(config(ring_toml(20) + "[stabilization]\nmethod = \"" + method + "\"\n"), method);
+    const Csv f(dir / "results.csv");
+    EXPECT_EQ(f.text("status"), std::vector<std::string>(20, "at_rest"));
+    for (std::size_t r = 0; r < 20; ++r)
+      EXPECT_NEAR(std::stod(f.text("theta_final")[r]), std::stod(plain.text("theta_final")[r]), 1e-6);
+    EXPECT_EQ(f.text("rank_drops"), std::vector<std::string>(20, "0"));
+    const nlohmann::json run = nlohmann::json::parse(slurp(dir / "run.json"));
+    const nlohmann::json& s = run["config"]["stabilization"];
+    EXPECT_EQ(s["method"], method);
+    if (std::string(method) == "projection") {
+      EXPECT_EQ(f.text("projection_failures"), std::vector<std::string>(20, "0"));
+      EXPECT_EQ(s["tol"].get<double>(), default_projection_tol<double>());
+      EXPECT_EQ(s["max_iter"].get<int>(), 4);
+      for (const std::string& x : f.text("res_pos_max")) EXPECT_LT(std::stod(x), 1e-12);
+    } else {
+      EXPECT_EQ(s["alpha"].get<double>(), default_baumgarte_rate);
+      EXPECT_EQ(s["gamma"].get<double>(), default_baumgarte_rate);
+    }
+  }
+}
+
 TEST(Outputs, TheExampleConfigsAreValid) {
   int found = 0;
   for (const auto& e : fs::directory_iterator(fs::path(UKB_SOURCE_DIR) / "examples")) {
@@ -631,6 +662,20 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"dt too small for the time", with("t_end = 60.0", "t_end = 2e17").append("t0 = 1e17\n"),
        {"integrator.dt", "too small to advance the time"}},
       {"unknown format", base + "[output]\nformats = [\"hdf5\"]\n", {"output.formats[0]", "expected csv or npy"}},
+      {"unknown stabilization", base + "[stabilization]\nmethod = \"baumgart\"\n",
+       {"stabilization.method", "did you mean 'baumgarte'"}},
+      {"unknown stabilization key", base + "[stabilization]\nmethod = \"projection\"\ntoll = 1e-9\n",
+       {"stabilization.toll", "did you mean 'tol'"}},
+      {"Baumgarte rate with projection", base + "[stabilization]\nmethod = \"projection\"\nalpha = 5.0\n",
+       {"stabilization.alpha", "applies to method = \"baumgarte\" only"}},
+      {"negative Baumgarte rate", base + "[stabilization]\nmethod = \"baumgarte\"\nbeta = -1.0\n",
+       {"stabilization.beta", "expected a rate >= 0"}},
+      {"Baumgarte too stiff for dt", base + "[stabilization]\nmethod = \"baumgarte\"\nalpha = 60.0\n",
+       {"'stabilization'", "too fast", "expected at most 1"}},
+      {"projection tolerance 1.5", base + "[stabilization]\nmethod = \"projection\"\ntol = 1.5\n",
+       {"stabilization.tol", "expected a relative tolerance in (0, 1)"}},
+      {"projection without iterations", base + "[stabilization]\nmethod = \"projection\"\nmax_iter = 0\n",
+       {"stabilization.max_iter", "expected an integer in [1, 100]"}},
   };
   for (const BadConfig& b : cases) {
     const std::string cfg = unique_path("bad.toml"), dir = unique_path("never");

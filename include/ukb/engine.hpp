@@ -10,6 +10,8 @@
 /// ```
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -37,11 +39,19 @@ constexpr std::string_view to_string(Backend b) {
   return b == Backend::reference ? "reference" : b == Backend::cpu ? "cpu" : "cuda";
 }
 
+namespace detail {
+// The value of `all` whose to_string is s.
+template <class E, std::size_t K>
+std::optional<E> parse_named(std::string_view s, const std::array<E, K>& all) {
+  for (E x : all)
+    if (s == to_string(x)) return x;
+  return std::nullopt;
+}
+}  // namespace detail
+
 /// Parses "reference", "cpu" or "cuda".
 inline std::optional<Backend> parse_backend(std::string_view s) {
-  for (Backend b : {Backend::reference, Backend::cpu, Backend::cuda})
-    if (s == to_string(b)) return b;
-  return std::nullopt;
+  return detail::parse_named(s, std::array{Backend::reference, Backend::cpu, Backend::cuda});
 }
 
 /// Engine options.
@@ -52,6 +62,46 @@ struct EngineOptions {
   int cuda_block = 128;   ///< threads per CUDA block
 };
 
+/// How a run keeps the state on the constraint manifold (README,
+/// "Constraint drift and stabilisation").
+enum class Stabilization {
+  none,        ///< the equation as it is: positions and velocities drift
+  baumgarte,   ///< every evaluation corrects b (kernels::Baumgarte)
+  projection,  ///< every step ends with a projection onto the manifold (kernels::project)
+};
+
+constexpr std::string_view to_string(Stabilization s) {
+  return s == Stabilization::none ? "none" : s == Stabilization::baumgarte ? "baumgarte" : "projection";
+}
+
+/// Parses "none", "baumgarte" or "projection".
+inline std::optional<Stabilization> parse_stabilization(std::string_view s) {
+  return detail::parse_named(
+      s, std::array{Stabilization::none, Stabilization::baumgarte, Stabilization::projection});
+}
+
+/// The default Baumgarte rate alpha = beta = gamma, in 1/time units (a drift
+/// is critically damped in about 0.1 time units: 0.1 s for the built-in
+/// models, which are in SI units). A fixed rate keeps RK4's fourth order: a
+/// rate tied to dt would make the stabilised equation change with dt.
+inline constexpr double default_baumgarte_rate = 10.0;
+
+/// Baumgarte rates resolved from RunOptions (defaults filled in).
+struct BaumgarteRates {
+  double alpha, beta, gamma;
+  /// The fastest rate of the stabilised drift: its equation
+  /// phi'' + 2 alpha phi' + beta^2 phi = 0 has roots of size at most
+  /// max(2 alpha, beta); psi' + gamma psi = 0 decays at gamma.
+  double fastest() const { return std::max({2 * alpha, beta, gamma}); }
+};
+
+/// The default relative tolerance of the projection: 1e-10 in double, 1e-5
+/// in float.
+template <class T>
+constexpr double default_projection_tol() {
+  return sizeof(T) >= 8 ? 1e-10 : 1e-5;
+}
+
 /// What `advance` does (an ensemble run, `ukb run`).
 struct RunOptions {
   double dt = 1e-3;  ///< RK4 step size (> 0)
@@ -60,6 +110,20 @@ struct RunOptions {
   double event_tol = 1e-10;  ///< events: bracket width of the located instant (time units, > 0)
   bool events = true;        ///< locate the model's events (stick-slip), if it has any
   bool monitor = true;       ///< track the model's constraint residuals, if it has any
+  /// Keeping the state on the manifold; anything but none needs the model's
+  /// `constraint_rows`.
+  Stabilization stabilization = Stabilization::none;
+  double baumgarte_alpha = -1;  ///< holonomic damping rate (1/time); < 0: default_baumgarte_rate
+  double baumgarte_beta = -1;   ///< holonomic stiffness rate (1/time); < 0: alpha
+  double baumgarte_gamma = -1;  ///< nonholonomic decay rate (1/time); < 0: alpha
+  double projection_tol = -1;   ///< relative, in (0, 1); < 0: default_projection_tol
+  int projection_iters = 4;     ///< Gauss–Newton corrections per level at most (>= 1)
+
+  /// The Baumgarte rates with the defaults filled in.
+  BaumgarteRates baumgarte_rates() const {
+    const double a = baumgarte_alpha >= 0 ? baumgarte_alpha : default_baumgarte_rate;
+    return {a, baumgarte_beta >= 0 ? baumgarte_beta : a, baumgarte_gamma >= 0 ? baumgarte_gamma : a};
+  }
 };
 
 namespace detail {
@@ -105,8 +169,10 @@ void reference_evaluate(Batch<Mo>& b, double rtol) {
 }
 
 // The reference backend's run loop: the same model hooks (event, handler,
-// residual) but its own numerics (reference::rk4_step, bisection for the
-// event instant), so that it checks the kernels' loop and its locator.
+// residual, constraint rows) but its own numerics (reference::rk4_step,
+// bisection for the event instant, reference::project, Baumgarte through
+// reference::Options), so that it checks the kernels' loop, its locator and
+// the stabilisation.
 template <Model Mo>
 void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
   if constexpr (std::is_same_v<typename Mo::Scalar, double>) {
@@ -116,8 +182,17 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
       const typename Mo::Params p = b.params(i);
       reference::State x{Eigen::VectorXd(Mo::n), Eigen::VectorXd(Mo::n), b.t(i)};
       for (int j = 0; j < Mo::n; ++j) x.q(j) = b.q(i, j), x.qd(j) = b.qd(i, j);
-      const reference::AccelFn f = reference::accel_fn<Mo>(p, {s.rank_rtol});
-      std::int64_t steps = b.steps(i);
+      // Every evaluation (location trials too) lowers min_rank.
+      const reference::AccelFn f0 = reference::accel_fn<Mo>(
+          p, {s.rank_rtol, s.baumgarte.on, s.baumgarte.alpha, s.baumgarte.beta, s.baumgarte.gamma});
+      int min_rank = Mo::m;
+      const reference::AccelFn f = [&](const Eigen::VectorXd& q, const Eigen::VectorXd& qd,
+                                       double t) {
+        reference::Result r = f0(q, qd, t);
+        if (r.status == Status::ok) min_rank = std::min(min_rank, r.rank);
+        return r;
+      };
+      std::int64_t steps = b.steps(i), rank_drops = b.rank_drops(i), proj_fails = b.proj_fails(i);
       int events = b.events(i);
       double rp = b.res_pos(i), rv = b.res_vel(i);
       auto monitor = [&](const reference::State& y) {
@@ -179,28 +254,38 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
           return r;
         };
         bool clean = true;
+        min_rank = Mo::m;
         st = with_events && g != 0.0 ? checked_step(x, h, clean) : reference::rk4_step(f, x, h);
         if (st != Status::ok) break;
+        if (with_events && !clean) {
+          // Bisection on the step size: the longest clean trial step.
+          double lo = 0, hi = h;
+          x = x0;
+          for (int it = 0; it < 200 && hi - lo > s.event_tol; ++it) {
+            const double mid = 0.5 * (lo + hi);
+            if (!(mid > lo && mid < hi)) break;
+            reference::State y = x0;
+            bool c = false;
+            st = checked_step(y, mid, c);
+            if (st != Status::ok) break;
+            if (c) lo = mid, x = y;
+            else hi = mid;
+          }
+        }
+        reference::Projected pr;
+        if (st == Status::ok && s.projection.on) {
+          pr = reference::project<Mo>(p, x, s.projection.tol, s.projection.max_iter, s.rank_rtol);
+          st = pr.status;
+        }
+        if (st != Status::ok) {  // keep the state before this step
+          x = x0;
+          break;
+        }
         ++steps;
+        if (min_rank < Mo::m) ++rank_drops;
+        if (!pr.converged) ++proj_fails;
         if (with_events) {
           if (!clean) {
-            // Bisection on the step size: the longest clean trial step.
-            double lo = 0, hi = h;
-            x = x0;
-            for (int it = 0; it < 200 && hi - lo > s.event_tol; ++it) {
-              const double mid = 0.5 * (lo + hi);
-              if (!(mid > lo && mid < hi)) break;
-              reference::State y = x0;
-              bool c = false;
-              st = checked_step(y, mid, c);
-              if (st != Status::ok) break;
-              if (c) lo = mid, x = y;
-              else hi = mid;
-            }
-            if (st != Status::ok) {
-              x = x0, --steps;
-              break;
-            }
             ++events;
             rest = handler_stops(x);
           }
@@ -218,6 +303,8 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
       for (int j = 0; j < Mo::n; ++j) v.q[std::size_t(j) * v.N + i] = x.q(j), v.qd[std::size_t(j) * v.N + i] = x.qd(j);
       v.t[i] = x.t;
       v.steps[i] = steps;
+      v.rank_drops[i] = rank_drops;
+      v.proj_fails[i] = proj_fails;
       v.events[i] = events;
       v.res_pos[i] = rp;
       v.res_vel[i] = rv;
@@ -243,6 +330,34 @@ inline void check_run(const RunOptions& r) {
   if (std::isnan(r.t_end)) throw std::invalid_argument("ukb: the end time must not be NaN");
   if (r.max_steps < 0) throw std::invalid_argument("ukb: the step limit must be >= 0");
   if (!(r.event_tol > 0)) throw std::invalid_argument("ukb: the event tolerance must be > 0");
+  for (double rate : {r.baumgarte_alpha, r.baumgarte_beta, r.baumgarte_gamma})
+    if (!std::isfinite(rate))
+      throw std::invalid_argument("ukb: the Baumgarte rates must be finite (< 0: default)");
+  if (r.stabilization == Stabilization::baumgarte && r.baumgarte_rates().fastest() * r.dt > 1)
+    throw std::invalid_argument(
+        "ukb: Baumgarte rates too fast for the time step: max(2 alpha, beta, gamma) * dt = " +
+        std::to_string(r.baumgarte_rates().fastest() * r.dt) +
+        " must be <= 1 (the stabilised drift would be stiff for RK4); lower the rates or dt");
+  if (!std::isfinite(r.projection_tol) || r.projection_tol == 0 || !(r.projection_tol < 1))
+    throw std::invalid_argument("ukb: the projection tolerance must be in (0, 1) (< 0: default)");
+  if (r.projection_iters < 1)
+    throw std::invalid_argument("ukb: the projection needs at least 1 iteration");
+}
+
+// The stabilisation settings of a run, resolved (defaults filled in).
+template <Model Mo>
+void stabilization_settings(const RunOptions& r, kernels::RunSettings<typename Mo::Scalar>& s) {
+  using T = typename Mo::Scalar;
+  if (r.stabilization != Stabilization::none && !HasConstraintRows<Mo>)
+    throw std::invalid_argument(std::string("ukb: stabilization '") +
+                                std::string(to_string(r.stabilization)) + "' needs the model's "
+                                "constraint_rows, which '" + Mo::name + "' does not state");
+  const BaumgarteRates rates = r.baumgarte_rates();
+  s.baumgarte = {r.stabilization == Stabilization::baumgarte, static_cast<T>(rates.alpha),
+                 static_cast<T>(rates.beta), static_cast<T>(rates.gamma)};
+  s.projection = {r.stabilization == Stabilization::projection,
+                  static_cast<T>(r.projection_tol > 0 ? r.projection_tol : default_projection_tol<T>()),
+                  r.projection_iters};
 }
 
 template <Model Mo>
@@ -262,7 +377,8 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
   if (budget < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
   check_options(o);
   s = {static_cast<T>(r.dt), static_cast<T>(r.t_end), r.max_steps, budget,
-       static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor};
+       static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor, {}, {}};
+  stabilization_settings<Mo>(r, s);
   switch (be) {
     case Backend::reference:
       if constexpr (std::is_same_v<T, double>) {

@@ -21,6 +21,8 @@
 #include <Eigen/Dense>
 #include <functional>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 #include "ukb/model.hpp"
 #include "ukb/status.hpp"
@@ -36,6 +38,11 @@ inline constexpr double default_rank_rtol = 1e-10;
 /// Solver options.
 struct Options {
   double rank_rtol = default_rank_rtol;  ///< relative rank tolerance for B^+ (>= 0)
+  /// Baumgarte stabilisation (evaluate() only; needs the model's
+  /// constraint_rows): b_i <- b_i - 2 alpha phi_i' - beta^2 phi_i on
+  /// holonomic rows, b_i <- b_i - gamma psi_i on nonholonomic rows.
+  bool baumgarte = false;
+  double alpha = 0, beta = 0, gamma = 0;  ///< Baumgarte rates (1/time)
 };
 
 /// Everything one evaluation returns. On a failed status the vectors hold NaN.
@@ -91,13 +98,46 @@ Terms terms(const typename Mo::Params& p, const Eigen::VectorXd& q, const Eigen:
   return out;
 }
 
+/// The undifferentiated constraints of the rows of A (model.hpp: the
+/// model's `constraint_rows`): phi (holonomic rows; 0 for the others) and
+/// phid (phi' or psi), with the rows' kinds.
+struct Rows {
+  Eigen::VectorXd phi, phid;  ///< (m) each
+  Eigen::Array<bool, Eigen::Dynamic, 1> holonomic;  ///< (m)
+};
+
+/// The rows' constraints of a double-precision model at (q, q', t). Throws
+/// std::invalid_argument for a model without `constraint_rows`.
+template <Model Mo>
+  requires std::same_as<typename Mo::Scalar, double>
+Rows constraint_rows(const typename Mo::Params& p, const Eigen::VectorXd& q,
+                     const Eigen::VectorXd& qd, double t) {
+  if constexpr (HasConstraintRows<Mo>) {
+    Rows r{Eigen::VectorXd(Mo::m), Eigen::VectorXd(Mo::m), {}};
+    r.holonomic.resize(Mo::m);
+    Mo::constraint_rows(q.data(), qd.data(), t, p, r.phi.data(), r.phid.data());
+    for (int i = 0; i < Mo::m; ++i) r.holonomic(i) = Mo::row_kinds[i] == RowKind::holonomic;
+    return r;
+  } else {
+    (void)p, (void)q, (void)qd, (void)t;
+    throw std::invalid_argument(std::string("model '") + Mo::name +
+                                "' does not state its constraint rows (constraint_rows), "
+                                "which stabilisation needs");
+  }
+}
+
 /// Evaluates one system of a double-precision model with the reference solver.
 /// q and qd must have Mo::n entries.
 template <Model Mo>
   requires std::same_as<typename Mo::Scalar, double>
 Result evaluate(const typename Mo::Params& p, const Eigen::VectorXd& q, const Eigen::VectorXd& qd,
                 double t, const Options& opt = {}) {
-  const Terms k = terms<Mo>(p, q, qd, t);
+  Terms k = terms<Mo>(p, q, qd, t);
+  if (opt.baumgarte) {
+    const Rows r = constraint_rows<Mo>(p, q, qd, t);
+    const Eigen::VectorXd holonomic = 2 * opt.alpha * r.phid + opt.beta * opt.beta * r.phi;
+    k.b -= r.holonomic.select(holonomic, opt.gamma * r.phid);
+  }
   return solve(k.M, k.Q, k.A, k.b,
                [&](const Eigen::VectorXd& Qc_ideal, const Eigen::VectorXd& lambda) {
                  Eigen::VectorXd C(Mo::n);
@@ -131,6 +171,50 @@ struct State {
 /// On a failed stage the state is left unchanged and that stage's status is
 /// returned.
 Status rk4_step(const AccelFn& f, State& s, double dt);
+
+/// What project() did.
+struct Projected {
+  Status status = Status::ok;  ///< failed_* where M, A or the rows could not be used
+  bool converged = true;       ///< false: a level used max_iter corrections without reaching tol
+};
+
+/// Projects s.q, then s.qd, onto the constraint manifold by Gauss–Newton
+/// corrections of least mass-weighted size, dx = -L^{-T} (J L^{-T})^+ e
+/// (M = L L^T at s.q): positions with e = phi and J = A on the holonomic
+/// rows (the others zero), velocities with e = (phi' or psi) and J = A on
+/// every row. A level stops after the first correction with
+/// |dx|_inf <= tol |x|_inf, or after max_iter corrections.
+template <Model Mo>
+  requires std::same_as<typename Mo::Scalar, double>
+Projected project(const typename Mo::Params& p, State& s, double tol, int max_iter,
+                  double rank_rtol) {
+  Projected out;
+  for (int level = 0; level < 2; ++level) {
+    Eigen::VectorXd& x = level == 0 ? s.q : s.qd;
+    bool done = false;
+    for (int it = 0; it < max_iter && !done; ++it) {
+      const Rows r = constraint_rows<Mo>(p, s.q, s.qd, s.t);
+      const Terms k = terms<Mo>(p, s.q, s.qd, s.t);
+      Eigen::MatrixXd J = k.A;
+      Eigen::VectorXd e = level == 0 ? r.phi : r.phid;
+      for (int i = 0; i < Mo::m && level == 0; ++i)
+        if (!r.holonomic(i)) J.row(i).setZero(), e(i) = 0;
+      if (!k.M.allFinite() || !J.allFinite() || !e.allFinite())
+        return {Status::failed_nonfinite, false};
+      const Eigen::LLT<Eigen::MatrixXd> llt(k.M);
+      if (llt.info() != Eigen::Success) return {Status::failed_mass_matrix, false};
+      const Eigen::MatrixXd L = llt.matrixL();
+      const Eigen::MatrixXd B = L.triangularView<Eigen::Lower>().solve(J.transpose()).transpose();
+      const Eigen::VectorXd dx =
+          -L.transpose().triangularView<Eigen::Upper>().solve(pseudo_inverse(B, rank_rtol) * e);
+      if (!dx.allFinite()) return {Status::failed_nonfinite, false};
+      x += dx;
+      done = dx.lpNorm<Eigen::Infinity>() <= tol * x.lpNorm<Eigen::Infinity>();
+    }
+    out.converged = out.converged && done;
+  }
+  return out;
+}
 
 /// `steps` RK4 steps of size dt. `observe(state)` (optional) is called after
 /// every step. Stops early at the first failed step and returns its status.

@@ -23,8 +23,9 @@ struct ParamInfo {
 
 /// A chunk of an ensemble in double precision, structure of arrays (value
 /// j of system i at [j * N + i]), handed to ModelInfo::advance. The run
-/// monitors (steps, events, t_stop, res_pos, res_vel) carry over between
-/// calls, so a run may be split into calls without changing its outcome.
+/// monitors (steps, events, t_stop, res_pos, res_vel, rank_drops,
+/// proj_fails) carry over between calls, so a run may be split into calls
+/// without changing its outcome.
 struct EnsembleChunk {
   int N = 0;
   std::vector<double> params;  ///< np x N
@@ -34,6 +35,7 @@ struct EnsembleChunk {
   std::vector<std::int64_t> steps;   ///< N
   std::vector<std::int32_t> events;  ///< N
   std::vector<double> t_stop, res_pos, res_vel;  ///< N
+  std::vector<std::int64_t> rank_drops, proj_fails;  ///< N
 
   /// N systems of a model with n coordinates and np parameters, every one
   /// ok at t = 0 with zero state and counters (t_stop NaN).
@@ -68,6 +70,7 @@ struct ModelInfo {
   bool has_events = false;    ///< the model locates events (stick-slip)
   bool has_potential = false; ///< energy observables are defined
   bool has_residual = false;  ///< constraint residuals are monitored
+  bool has_rows = false;      ///< the constraint rows are stated: stabilisation works
 
   /// The consistent state of the natural quantities `ic` (initial_names
   /// order); false where none exists. nullptr without initial_names.

@@ -38,13 +38,15 @@ struct DeviceBatch {
   thrust::device_vector<std::int32_t> status, rank, events;
   thrust::device_vector<std::int64_t> steps;
   thrust::device_vector<T> t_stop, res_pos, res_vel;
+  thrust::device_vector<std::int64_t> rank_drops, proj_fails;
 
   explicit DeviceBatch(const BatchView<Mo>& h)
       : N(h.N), q(h.q, h.q + sz(n)), qd(h.qd, h.qd + sz(n)), t(h.t, h.t + N),
         params(h.params, h.params + sz(np)), qdd(sz(n)), Qc_ideal(sz(n)), Qc_nonideal(sz(n)),
         lambda(sz(m)), status(h.status, h.status + N), rank(N), events(h.events, h.events + N),
         steps(h.steps, h.steps + N), t_stop(h.t_stop, h.t_stop + N),
-        res_pos(h.res_pos, h.res_pos + N), res_vel(h.res_vel, h.res_vel + N) {}
+        res_pos(h.res_pos, h.res_pos + N), res_vel(h.res_vel, h.res_vel + N),
+        rank_drops(h.rank_drops, h.rank_drops + N), proj_fails(h.proj_fails, h.proj_fails + N) {}
 
   std::size_t sz(int rows) const { return std::size_t(rows) * std::size_t(N); }
 
@@ -65,7 +67,9 @@ struct DeviceBatch {
             raw_pointer_cast(events.data()),
             raw_pointer_cast(t_stop.data()),
             raw_pointer_cast(res_pos.data()),
-            raw_pointer_cast(res_vel.data())};
+            raw_pointer_cast(res_vel.data()),
+            raw_pointer_cast(rank_drops.data()),
+            raw_pointer_cast(proj_fails.data())};
   }
 
   void download_state(const BatchView<Mo>& h) const {
@@ -78,6 +82,8 @@ struct DeviceBatch {
     thrust::copy(t_stop.begin(), t_stop.end(), h.t_stop);
     thrust::copy(res_pos.begin(), res_pos.end(), h.res_pos);
     thrust::copy(res_vel.begin(), res_vel.end(), h.res_vel);
+    thrust::copy(rank_drops.begin(), rank_drops.end(), h.rank_drops);
+    thrust::copy(proj_fails.begin(), proj_fails.end(), h.proj_fails);
   }
   void download_outputs(const BatchView<Mo>& h) const {
     thrust::copy(qdd.begin(), qdd.end(), h.qdd);

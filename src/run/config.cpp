@@ -260,8 +260,8 @@ Config parse_config(const std::string& text, const std::string& path) {
   }
   Config c;
   c.path = path;
-  P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator", "params",
-                         "initial", "output"});
+  P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
+                         "stabilization", "params", "initial", "output"});
 
   // model
   const toml::node* model = root.get("model");
@@ -330,6 +330,61 @@ Config parse_config(const std::string& text, const std::string& path) {
       P.fail(r, "integrator.rank_rtol", "expected a number in [0, 1), got " + Parser::fmt(c.rank_rtol));
   }
   if (const toml::node* ch = I.get("chunk")) c.chunk = P.integer(*ch, "integrator.chunk", 1, 1 << 30);
+
+  // [stabilization]
+  if (const toml::node* sn = root.get("stabilization")) {
+    const toml::table& S = P.table(*sn, "stabilization");
+    P.only_keys(S, "stabilization.", {"method", "alpha", "beta", "gamma", "tol", "max_iter"});
+    if (const toml::node* m = S.get("method")) {
+      const std::string method = P.string(*m, "stabilization.method");
+      const std::optional<Stabilization> parsed = parse_stabilization(method);
+      if (!parsed) {
+        std::string msg = "unknown method '" + method + "'";
+        const std::string near = closest_match(method, {"none", "baumgarte", "projection"});
+        if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+        P.fail(m, "stabilization.method", msg + "; expected none, baumgarte or projection");
+      }
+      c.run.stabilization = *parsed;
+    }
+    const std::string method(to_string(c.run.stabilization));
+    // A key of the other method would be silently ignored: refuse it.
+    auto only_for = [&](const char* key, Stabilization s) -> const toml::node* {
+      const toml::node* k = S.get(key);
+      if (k && c.run.stabilization != s)
+        P.fail(k, std::string("stabilization.") + key,
+               std::string("applies to method = \"") + std::string(to_string(s)) +
+                   "\" only; this config's method is \"" + method + "\"");
+      return k;
+    };
+    for (auto [key, field] : {std::pair{"alpha", &c.run.baumgarte_alpha},
+                              std::pair{"beta", &c.run.baumgarte_beta},
+                              std::pair{"gamma", &c.run.baumgarte_gamma}})
+      if (const toml::node* k = only_for(key, Stabilization::baumgarte)) {
+        *field = P.number(*k, std::string("stabilization.") + key);
+        if (!(*field >= 0))
+          P.fail(k, std::string("stabilization.") + key,
+                 "expected a rate >= 0 (1/time units), got " + Parser::fmt(*field));
+      }
+    if (const toml::node* k = only_for("tol", Stabilization::projection)) {
+      c.run.projection_tol = P.number(*k, "stabilization.tol");
+      if (!(c.run.projection_tol > 0 && c.run.projection_tol < 1))
+        P.fail(k, "stabilization.tol",
+               "expected a relative tolerance in (0, 1), got " + Parser::fmt(c.run.projection_tol));
+    }
+    if (const toml::node* k = only_for("max_iter", Stabilization::projection))
+      c.run.projection_iters = static_cast<int>(P.integer(*k, "stabilization.max_iter", 1, 100));
+    if (c.run.stabilization == Stabilization::baumgarte &&
+        c.run.baumgarte_rates().fastest() * c.run.dt > 1)
+      P.fail(sn, "stabilization",
+             "the Baumgarte rates are too fast for integrator.dt = " + Parser::fmt(c.run.dt) +
+                 ": max(2 alpha, beta, gamma) * dt = " +
+                 Parser::fmt(c.run.baumgarte_rates().fastest() * c.run.dt) +
+                 "; expected at most 1 (the stabilised drift would be stiff for RK4; the default "
+                 "rates are " + Parser::fmt(default_baumgarte_rate) + ")");
+    if (c.run.stabilization != Stabilization::none && !M.has_rows)
+      P.fail(S.get("method"), "stabilization.method",
+             "model '" + M.name + "' does not state its constraint rows; expected none");
+  }
 
   // [params]
   for (const ParamInfo& p : M.params) {
@@ -489,6 +544,19 @@ std::string Config::to_json() const {
                      {"monitor", run.monitor},
                      {"rank_rtol", rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(rank_rtol)},
                      {"chunk", chunk}};
+  {
+    nlohmann::json s = {{"method", std::string(to_string(run.stabilization))}};
+    if (run.stabilization == Stabilization::baumgarte) {
+      const BaumgarteRates r = run.baumgarte_rates();
+      s["alpha"] = r.alpha;
+      s["beta"] = r.beta;
+      s["gamma"] = r.gamma;
+    } else if (run.stabilization == Stabilization::projection) {
+      s["tol"] = run.projection_tol > 0 ? run.projection_tol : default_projection_tol<double>();
+      s["max_iter"] = run.projection_iters;
+    }
+    j["stabilization"] = s;
+  }
   for (const Input& x : params) j["params"][x.name] = dist_json(x.dist);
   j["initial"]["kind"] = raw_initial ? "raw" : "natural";
   for (const Input& x : initial) j["initial"]["quantities"][x.name] = dist_json(x.dist);

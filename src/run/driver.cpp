@@ -347,7 +347,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
 
   // The table is held in memory: refuse a run that cannot fit before work starts.
   {
-    const double columns = 12.0 + 3.0 * n + static_cast<double>(c.inputs().size() + M.initial_names.size());
+    const double columns = 14.0 + 3.0 * n + static_cast<double>(c.inputs().size() + M.initial_names.size());
     const double need = columns * 8.0 * static_cast<double>(c.samples);
     const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     if (have > 0 && need > 0.8 * have)
@@ -387,6 +387,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   T.add("t_stop", false, S);
   T.add("steps", true, S);
   T.add("events", true, S);
+  T.add("rank_drops", true, S);
   const std::size_t c_energy = T.cols.size();
   if (M.has_potential) {
     T.add("energy_start", false, S);
@@ -398,6 +399,9 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     T.add("res_pos_max", false, S);
     T.add("res_vel_max", false, S);
   }
+  const bool projecting = c.run.stabilization == Stabilization::projection;
+  const std::size_t c_proj = T.cols.size();
+  if (projecting) T.add("projection_failures", true, S);
 
   const EngineOptions eo{.threads = c.threads, .rank_rtol = c.rank_rtol};
   Progress progress(o.progress, c.samples);
@@ -449,6 +453,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
       T.cols[c_stop].d.push_back(ch.t_stop[us]);
       T.cols[c_stop + 1].i.push_back(ch.steps[us]);
       T.cols[c_stop + 2].i.push_back(ch.events[us]);
+      T.cols[c_stop + 3].i.push_back(ch.rank_drops[us]);
       if (M.has_potential) {
         const double e1 = M.energy(y.p, y.q.data(), y.qd.data(), ch.t[us]);
         T.cols[c_energy].d.push_back(e0[us]);
@@ -459,6 +464,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
         T.cols[c_res].d.push_back(ch.res_pos[us]);
         T.cols[c_res + 1].d.push_back(ch.res_vel[us]);
       }
+      if (projecting) T.cols[c_proj].i.push_back(ch.proj_fails[us]);
     }
   }
   progress.update(done, system_steps, true);

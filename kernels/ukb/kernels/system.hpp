@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ukb/batch.hpp"
+#include "ukb/kernels/stabilize.hpp"
 #include "ukb/kernels/uk.hpp"
 
 namespace ukb::kernels {
@@ -56,6 +57,12 @@ struct RunSettings {
   T rank_rtol{};        ///< relative rank tolerance of the pseudo-inverse
   bool events = false;  ///< locate events and call the model's handler
   bool monitor = false; ///< track the model's constraint residuals
+  Baumgarte<T> baumgarte{};    ///< Baumgarte stabilisation in every evaluation
+  Projection<T> projection{};  ///< projection onto the manifold after every step
+
+  /// The settings of the evaluations of one step; `min_rank` collects the
+  /// smallest rank of B seen.
+  UKB_HD StageSettings<T> stage(int* min_rank) const { return {rank_rtol, baumgarte, min_rank}; }
 };
 
 /// True while a system still has work: status ok, end time not reached
@@ -75,8 +82,8 @@ UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps,
 template <Model Mo>
 UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
                          typename Mo::Scalar h, typename Mo::Scalar g0,
-                         const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
-                         bool& clean) {
+                         const typename Mo::Params& p,
+                         const StageSettings<typename Mo::Scalar>& ss, bool& clean) {
   using T = typename Mo::Scalar;
   const bool positive = g0 > T(0);
   clean = true;
@@ -84,7 +91,7 @@ UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typena
     const T g = Mo::event(qs, vs, ts, p);
     if (!(g != T(0) && (g > T(0)) == positive)) clean = false;
   };
-  const Status st = rk4_step<Mo>(q, qd, t, h, p, rank_rtol, same_side);
+  const Status st = rk4_step<Mo>(q, qd, t, h, p, ss, same_side);
   if (st == Status::ok) same_side(q, qd, t);
   return st;
 }
@@ -95,13 +102,14 @@ UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typena
 /// initially 0) and the shortest unclean one (hi, initially h), each trial an
 /// RK4 step from the start, until hi - lo <= tol. On return (q, qd, t) hold
 /// the state at t0 + lo: the last instant reached without crossing the event,
-/// within tol of the first that crosses it.
+/// within tol of the first that crosses it. The trial steps' ranks of B
+/// lower *min_rank.
 template <Model Mo>
 UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Scalar* qd0,
                            typename Mo::Scalar t0, typename Mo::Scalar g0, typename Mo::Scalar h,
                            const typename Mo::Params& p, const RunSettings<typename Mo::Scalar>& s,
                            typename Mo::Scalar* q, typename Mo::Scalar* qd,
-                           typename Mo::Scalar& t) {
+                           typename Mo::Scalar& t, int* min_rank) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n;
   for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
@@ -113,7 +121,7 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
     T qx[n], vx[n], tx = t0;
     for (int j = 0; j < n; ++j) qx[j] = q0[j], vx[j] = qd0[j];
     bool clean = false;
-    const Status st = event_step<Mo>(qx, vx, tx, x, g0, p, s.rank_rtol, clean);
+    const Status st = event_step<Mo>(qx, vx, tx, x, g0, p, s.stage(min_rank), clean);
     if (st != Status::ok) return st;
     if (clean) {
       lo = x;
@@ -145,8 +153,17 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
 /// counted), `events` the calls of the handler (located events and the
 /// start with g exactly zero). With `monitor` (and a model with
 /// `residual`) res_pos and res_vel hold the largest residuals seen at the
-/// initial state and after every step. A system whose status is not ok is
-/// left alone; one whose step fails keeps its last good state and the
+/// initial state and after every step.
+///
+/// Stabilisation: with `baumgarte` on, every evaluation corrects b
+/// (baumgarte_rhs); with `projection` on, every accepted step (at the
+/// located event, if any, before the handler) is followed by project();
+/// `proj_fails` counts the steps whose projection did not converge. Every
+/// accepted step in which an evaluation (location trials included) found
+/// rank(B) < m counts in `rank_drops`.
+///
+/// A system whose status is not ok is left alone; one whose step (or event
+/// location, or projection) fails keeps its last good state and gets the
 /// status. The outcome does not depend on how the steps are split among
 /// calls.
 template <Model Mo>
@@ -178,7 +195,7 @@ struct IntegrateBody {
       qd[j] = v.qd[std::size_t(j) * N + i];
     }
     T t = v.t[i], rp = v.res_pos[i], rv = v.res_vel[i];
-    std::int64_t steps = v.steps[i];
+    std::int64_t steps = v.steps[i], rank_drops = v.rank_drops[i], proj_fails = v.proj_fails[i];
     std::int32_t events = v.events[i];
     const typename Mo::Params p = load_params<Mo>(v, i);
     Status st = Status::ok;
@@ -191,7 +208,7 @@ struct IntegrateBody {
         if (steps == 0 && g == T(0)) {
           // A system that cannot be evaluated fails before its handler is asked.
           Accel<Mo> a;
-          st = uk_accel<Mo>(q, qd, t, p, s.rank_rtol, a);
+          st = uk_accel<Mo>(q, qd, t, p, s.rank_rtol, a, s.baumgarte);
           if (st == Status::ok) {
             ++events;
             rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
@@ -210,27 +227,34 @@ struct IntegrateBody {
       const T t0 = t;
       for (int j = 0; j < n; ++j) q0[j] = q[j], qd0[j] = qd[j];
       bool clean = true;
+      int min_rank = Mo::m;
       if constexpr (HasEvents<Mo>) {
         if (s.events && g != T(0)) {
-          st = event_step<Mo>(q, qd, t, h, g, p, s.rank_rtol, clean);
+          st = event_step<Mo>(q, qd, t, h, g, p, s.stage(&min_rank), clean);
         } else {
-          st = rk4_step<Mo>(q, qd, t, h, p, s.rank_rtol);
+          st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank));
         }
       } else {
-        st = rk4_step<Mo>(q, qd, t, h, p, s.rank_rtol);
+        st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank));
       }
       if (st != Status::ok) break;
+      if constexpr (HasEvents<Mo>) {
+        if (s.events && !clean) st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t, &min_rank);
+      }
+      bool converged = true;
+      if (st == Status::ok && s.projection.on)
+        st = project<Mo>(q, qd, t, p, s.rank_rtol, s.projection, converged);
+      if (st != Status::ok) {  // keep the state before this step
+        for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
+        t = t0;
+        break;
+      }
       ++steps;
+      rank_drops += min_rank < Mo::m ? 1 : 0;
+      proj_fails += converged ? 0 : 1;
       if constexpr (HasEvents<Mo>) {
         if (s.events) {
           if (!clean) {
-            st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t);
-            if (st != Status::ok) {  // keep the state before this step
-              for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
-              t = t0;
-              --steps;
-              break;
-            }
             ++events;
             rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
           }
@@ -252,6 +276,8 @@ struct IntegrateBody {
     }
     v.t[i] = t;
     v.steps[i] = steps;
+    v.rank_drops[i] = rank_drops;
+    v.proj_fails[i] = proj_fails;
     v.events[i] = events;
     v.res_pos[i] = rp;
     v.res_vel[i] = rv;

@@ -18,6 +18,44 @@ UKB_HD constexpr T default_rank_rtol() {
   return sizeof(T) >= 8 ? T(1e-10) : T(1e-5);
 }
 
+/// Baumgarte stabilisation of the constraint rows (DESIGN.md section 1 with
+/// a corrected right-hand side): with the rows' constraints of the model
+/// (`constraint_rows`),
+///     b_i <- b_i - 2 alpha phi_i' - beta^2 phi_i   (holonomic rows),
+///     b_i <- b_i - gamma psi_i                      (nonholonomic rows),
+/// so that a drifted constraint obeys phi'' + 2 alpha phi' + beta^2 phi = 0
+/// (psi' + gamma psi = 0) instead of phi'' = 0. alpha, beta and gamma are
+/// rates (1/time); alpha = beta is critical damping.
+template <class T>
+struct Baumgarte {
+  bool on = false;  ///< off: b is used as the model gives it
+  T alpha{};        ///< damping rate of holonomic rows (1/time, >= 0)
+  T beta{};         ///< stiffness rate of holonomic rows (1/time, >= 0)
+  T gamma{};        ///< decay rate of nonholonomic rows (1/time, >= 0)
+};
+
+/// Applies Baumgarte stabilisation to b (m) at (q, q', t); nothing when it is
+/// off or the model does not state its constraint rows (the host refuses
+/// that combination before any work).
+template <Model Mo>
+UKB_HD inline void baumgarte_rhs(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
+                                 typename Mo::Scalar t, const typename Mo::Params& p,
+                                 const Baumgarte<typename Mo::Scalar>& bg,
+                                 typename Mo::Scalar* b) {
+  using T = typename Mo::Scalar;
+  if constexpr (HasConstraintRows<Mo>) {
+    if (!bg.on) return;
+    T phi[Mo::m], phid[Mo::m];
+    Mo::constraint_rows(q, qd, t, p, phi, phid);
+    for (int i = 0; i < Mo::m; ++i)
+      b[i] -= Mo::row_kinds[i] == RowKind::holonomic
+                  ? T(2) * bg.alpha * phid[i] + bg.beta * bg.beta * phi[i]
+                  : bg.gamma * phid[i];
+  } else {
+    (void)q, (void)qd, (void)t, (void)p, (void)bg, (void)b;
+  }
+}
+
 /// What one evaluation of a model gives (fixed sizes, lives in registers).
 template <Model Mo>
 struct Accel {
@@ -35,17 +73,20 @@ struct Accel {
 /// with M = L L^T, a = M^{-1} Q, B = A L^{-T}, r = b - A a, c^ = L^{-1} C,
 /// where C is evaluated after the ideal part. Statuses as the reference:
 /// failed_nonfinite for a non-finite M, Q, A, b, C or result;
-/// failed_mass_matrix when the Cholesky factorisation of M fails.
+/// failed_mass_matrix when the Cholesky factorisation of M fails. With
+/// Baumgarte stabilisation `bg` on, b is corrected first (baumgarte_rhs).
 template <Model Mo>
 UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
                        typename Mo::Scalar t, const typename Mo::Params& p,
-                       typename Mo::Scalar rank_rtol, Accel<Mo>& out) {
+                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
+                       const Baumgarte<typename Mo::Scalar>& bg = {}) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n, m = Mo::m;
   T L[n * n], a[n], A[m * n], b[m];
   Mo::mass(q, t, p, L);
   Mo::force(q, qd, t, p, a);
   Mo::constraints(q, qd, t, p, A, b);
+  baumgarte_rhs<Mo>(q, qd, t, p, bg, b);
   if (!all_finite<n * n>(L) || !all_finite<n>(a) || !all_finite<m * n>(A) || !all_finite<m>(b))
     return Status::failed_nonfinite;
   if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
@@ -103,6 +144,14 @@ struct NoStageObserver {
   UKB_HD void operator()(const T*, const T*, T) const {}
 };
 
+/// How every evaluation of an RK4 step is done, and what it reports.
+template <class T>
+struct StageSettings {
+  T rank_rtol{};         ///< relative rank tolerance of the pseudo-inverse
+  Baumgarte<T> bg{};     ///< Baumgarte stabilisation (off by default)
+  int* min_rank = nullptr;  ///< if given: lowered to the smallest rank of B seen
+};
+
 /// One classical RK4 step of size h on (q, q', t). On a failed stage the
 /// state is left unchanged and that stage's status is returned. `observe`
 /// sees the states of stages 2, 3 and 4 (q, q', t) before they are
@@ -110,14 +159,19 @@ struct NoStageObserver {
 template <Model Mo, class Observe = NoStageObserver>
 UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
                        typename Mo::Scalar h, const typename Mo::Params& p,
-                       typename Mo::Scalar rank_rtol, const Observe& observe = {}) {
+                       const StageSettings<typename Mo::Scalar>& ss, const Observe& observe = {}) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n;
   Accel<Mo> k;
   T qs[n], vs[n], dq[n], dv[n];
   const T half = T(0.5) * h;
+  auto eval = [&](const T* x, const T* v, T ts) {
+    const Status s = uk_accel<Mo>(x, v, ts, p, ss.rank_rtol, k, ss.bg);
+    if (ss.min_rank && s == Status::ok && k.rank < *ss.min_rank) *ss.min_rank = k.rank;
+    return s;
+  };
   // Stage 1 at (q, q').
-  Status st = uk_accel<Mo>(q, qd, t, p, rank_rtol, k);
+  Status st = eval(q, qd, t);
   if (st != Status::ok) return st;
   for (int i = 0; i < n; ++i) {
     dq[i] = qd[i];
@@ -128,7 +182,7 @@ UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename
   // Stages 2 and 3 at the midpoint, weights 2.
   for (int stage = 2; stage <= 3; ++stage) {
     observe(qs, vs, t + half);
-    st = uk_accel<Mo>(qs, vs, t + half, p, rank_rtol, k);
+    st = eval(qs, vs, t + half);
     if (st != Status::ok) return st;
     const T step = stage == 2 ? half : h;
     for (int i = 0; i < n; ++i) {
@@ -141,7 +195,7 @@ UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename
   }
   // Stage 4 at the end point.
   observe(qs, vs, t + h);
-  st = uk_accel<Mo>(qs, vs, t + h, p, rank_rtol, k);
+  st = eval(qs, vs, t + h);
   if (st != Status::ok) return st;
   const T sixth = h / T(6);
   for (int i = 0; i < n; ++i) {

@@ -1,0 +1,104 @@
+/// @file stabilize.hpp
+/// @brief Projection of a state back onto the constraint manifold, shared by
+///        every backend (Baumgarte stabilisation lives in uk.hpp, inside the
+///        evaluation).
+#pragma once
+
+#include "ukb/config.hpp"
+#include "ukb/kernels/linalg.hpp"
+#include "ukb/model.hpp"
+#include "ukb/status.hpp"
+
+namespace ukb::kernels {
+
+/// Projection after every step (off when `on` is false).
+template <class T>
+struct Projection {
+  bool on = false;
+  T tol{};           ///< relative: stop when |dx|_inf <= tol |x|_inf (x = q or q')
+  int max_iter = 0;  ///< Gauss–Newton iterations at most, per level (>= 1)
+};
+
+/// Largest absolute entry of x (K).
+template <int K, class T>
+UKB_HD inline T norm_inf(const T* x) {
+  using std::abs;
+  T s = T(0);
+  for (int i = 0; i < K; ++i) s = abs(x[i]) > s ? abs(x[i]) : s;
+  return s;
+}
+
+/// The mass-weighted least-squares correction dx = -M^{-1} J^T (J M^{-1} J^T)^+ e
+/// = -L^{-T} (J L^{-T})^+ e (J m x n, row-major, overwritten; e m; dx n) with
+/// M = M(q, t) = L L^T: the smallest change in the metric of M that removes
+/// the linearised residual J dx = -e. Status failed_mass_matrix or
+/// failed_nonfinite as uk_accel.
+template <Model Mo>
+UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo::Scalar t,
+                                       const typename Mo::Params& p, typename Mo::Scalar* J,
+                                       const typename Mo::Scalar* e, typename Mo::Scalar rank_rtol,
+                                       typename Mo::Scalar* dx) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  T L[n * n];
+  Mo::mass(q, t, p, L);
+  if (!all_finite<n * n>(L) || !all_finite<m * n>(J) || !all_finite<m>(e))
+    return Status::failed_nonfinite;
+  if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
+  for (int i = 0; i < m; ++i) solve_lower<n>(L, J + i * n);  // J <- J L^{-T}, row by row
+  JacobiPinv<m, n, T> pinv;
+  pinv.factor(J, rank_rtol);
+  pinv.apply(e, dx);
+  solve_lower_transpose<n>(L, dx);
+  for (int k = 0; k < n; ++k) dx[k] = -dx[k];
+  return all_finite<n>(dx) ? Status::ok : Status::failed_nonfinite;
+}
+
+/// Projects (q, q') at time t onto the constraint manifold of the model's
+/// rows (`constraint_rows`), positions first, then velocities, each by
+/// Gauss–Newton iterations x <- x + dx with the mass-weighted correction:
+/// - positions: the holonomic rows' phi(q, t) with J = A(q, q', t) (the
+///   nonholonomic rows take no part: their J row and residual are zero);
+/// - velocities, at the projected q: every row's phi' (holonomic) or psi
+///   (nonholonomic) with J = A(q, q', t).
+/// Each level stops after the first correction with |dx|_inf <= tol |x|_inf
+/// (x after the correction), or after max_iter corrections; `converged` is
+/// false when a level used them all without reaching the tolerance (the
+/// last iterate is kept). Status failed_* where M, A or the residuals cannot
+/// be used; then q and q' are partly corrected and the caller restores them.
+template <Model Mo>
+UKB_HD Status project(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
+                      const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
+                      const Projection<typename Mo::Scalar>& pr, bool& converged) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  converged = true;
+  if constexpr (HasConstraintRows<Mo>) {
+    for (int level = 0; level < 2; ++level) {
+      T* x = level == 0 ? q : qd;
+      bool done = false;
+      for (int it = 0; it < pr.max_iter && !done; ++it) {
+        T phi[m], phid[m], J[m * n], b[m], dx[n];
+        Mo::constraint_rows(q, qd, t, p, phi, phid);
+        Mo::constraints(q, qd, t, p, J, b);
+        T* e = level == 0 ? phi : phid;
+        if (level == 0)
+          for (int i = 0; i < m; ++i)
+            if (Mo::row_kinds[i] != RowKind::holonomic) {
+              e[i] = T(0);
+              for (int k = 0; k < n; ++k) J[i * n + k] = T(0);
+            }
+        const Status st = mass_weighted_correction<Mo>(q, t, p, J, e, rank_rtol, dx);
+        if (st != Status::ok) return st;
+        for (int k = 0; k < n; ++k) x[k] += dx[k];
+        done = norm_inf<n>(dx) <= pr.tol * norm_inf<n>(x);
+      }
+      converged = converged && done;
+    }
+  } else {
+    (void)q, (void)qd, (void)t, (void)p, (void)rank_rtol, (void)pr;
+  }
+  return Status::ok;
+}
+
+}  // namespace ukb::kernels
