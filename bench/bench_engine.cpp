@@ -68,7 +68,9 @@ void bm_cpu_stabilized(benchmark::State& state) {
   }
   ukb::advance(b, ukb::Backend::cpu, r, 1, {.threads = 1});  // warm-up
   for (auto _ : state) {
+    state.PauseTiming();
     reset();
+    state.ResumeTiming();
     ukb::advance(b, ukb::Backend::cpu, r, steps, {.threads = 1});
     benchmark::DoNotOptimize(b.view().q);
   }

@@ -441,6 +441,157 @@ TEST(Singular, RedundantPendulumAgreesWithReference) {
   }
 }
 
+// Projection failures are counted alike by the kernels and the reference:
+// systems started 1e-2 off their manifold with one correction per level
+// allowed: the first corrections (1e-2, then about 1e-4 and 1e-8 for the
+// curved holonomic rows) are far above the tolerance 1e-10 and count as
+// failures; Gauss-Newton then lands far below it.
+TEST(Stabilization, ProjectionFailuresAreCountedAlikeOnCpuAndReference) {
+  for_each_model_template([]<template <class> class Model>() {
+    using Mo = Model<double>;
+    if constexpr (Mo::n <= 6) {
+      SCOPED_TRACE(Mo::name);
+      RandomBatch<Model> cpu(37, 950), ref(37, 950);
+      Rng rng(951);
+      for (int i = 0; i < 37; ++i) {
+        auto s = cpu.samples[i];
+        s.q += rng.vector(Mo::n, -1e-2, 1e-2);
+        s.qd += rng.vector(Mo::n, -1e-2, 1e-2);
+        cpu.set(i, s);
+        ref.set(i, s);
+      }
+      expect_cpu_matches_reference(cpu.batch, ref.batch,
+                                   {.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::projection,
+                                    .projection_iters = 1},
+                                   1e-10);
+      long failures = 0;
+      for (int i = 0; i < 37; ++i) failures += cpu.batch.proj_fails(i);
+      EXPECT_GE(failures, 37) << "guard: failures happen";
+    }
+  });
+}
+
+// A model whose constraint rows become NaN after t = 0.0503: the step whose
+// stabilisation meets them fails; the system keeps its last good state and
+// gets failed_nonfinite, on the CPU backend and the reference alike; its
+// counters count the accepted steps only.
+struct NanRowsRing : models::BeadOnRing<double> {
+  static void constraint_rows(const double* q, const double* qd, double t, const Params& p,
+                              double* phi, double* phid) {
+    models::BeadOnRing<double>::constraint_rows(q, qd, t, p, phi, phid);
+    if (t > 0.0503) phi[0] = std::numeric_limits<double>::quiet_NaN();
+  }
+};
+static_assert(HasConstraintRows<NanRowsRing>);
+
+TEST(Stabilization, AFailingStabilisationKeepsTheLastGoodStateOnEveryBackend) {
+  for (Stabilization st : {Stabilization::baumgarte, Stabilization::projection}) {
+    SCOPED_TRACE(to_string(st));
+    Batch<NanRowsRing> cpu(3), ref(3), good(3);
+    Rng rng(960);
+    for (int i = 0; i < 3; ++i) {
+      const auto s = Gen<models::BeadOnRing<double>>::consistent(rng);
+      for (auto* b : {&cpu, &ref, &good}) {
+        b->set_params(i, s.p);
+        b->set_state(i, s.q.data(), s.qd.data(), 0.0);
+      }
+    }
+    const RunOptions r{.dt = 1e-3, .t_end = 0.1, .events = false, .stabilization = st};
+    advance(cpu, Backend::cpu, r);
+    advance(ref, Backend::reference, r);
+    // The last good state is at t = 0.05: the next step meets the NaN at
+    // its midpoint stages (Baumgarte) or at its end (projection).
+    const double t_good = 0.05;
+    advance(good, Backend::cpu, {.dt = 1e-3, .t_end = t_good, .events = false, .stabilization = st});
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(cpu.status(i), Status::failed_nonfinite) << i;
+      EXPECT_EQ(ref.status(i), Status::failed_nonfinite) << i;
+      EXPECT_EQ(cpu.steps(i), good.steps(i)) << i;
+      EXPECT_EQ(ref.steps(i), good.steps(i)) << i;
+      ASSERT_EQ(good.status(i), Status::ok) << i;
+      for (int j = 0; j < 2; ++j) {
+        EXPECT_NEAR(cpu.q(i, j), good.q(i, j), 1e-13) << i;
+        EXPECT_NEAR(cpu.qd(i, j), good.qd(i, j), 1e-13) << i;
+      }
+      EXPECT_NEAR(cpu.t(i), t_good, 1e-12) << i;
+      EXPECT_NEAR(ref.t(i), t_good, 1e-12) << i;
+      for (int j = 0; j < 2; ++j) EXPECT_NEAR(ref.q(i, j), cpu.q(i, j), 1e-12) << i;
+    }
+  }
+}
+
+// A model without constraint rows cannot be stabilised: refused with its name.
+struct SlidingBead {
+  using Scalar = double;
+  static constexpr const char* name = "sliding_bead";
+  static constexpr const char* summary = "a bead on the x axis";
+  static constexpr int n = 2, m = 1;
+  static constexpr std::array<const char*, 2> coords{"x", "y"};
+  struct Params {
+    double m = 1;
+  };
+  template <class P, class F>
+  static constexpr void visit_params(P& p, F&& f) {
+    f("m", p.m, "mass");
+  }
+  static void mass(const double*, double, const Params& p, double* M) {
+    M[0] = M[3] = p.m, M[1] = M[2] = 0;
+  }
+  static void force(const double*, const double*, double, const Params& p, double* Q) {
+    Q[0] = 0, Q[1] = -9.81 * p.m;
+  }
+  static void constraints(const double*, const double*, double, const Params&, double* A, double* b) {
+    A[0] = 0, A[1] = 1, b[0] = 0;
+  }
+  static void nonideal(const double*, const double*, double, const Params&, const double*,
+                       const double*, double* C) {
+    C[0] = C[1] = 0;
+  }
+};
+static_assert(Model<SlidingBead> && !HasConstraintRows<SlidingBead>);
+
+TEST(Stabilization, AModelWithoutConstraintRowsIsRefused) {
+  Batch<SlidingBead> b(2);
+  for (Stabilization st : {Stabilization::baumgarte, Stabilization::projection}) {
+    try {
+      advance(b, Backend::cpu, {.dt = 1e-3, .t_end = 1.0, .stabilization = st});
+      ADD_FAILURE() << "expected std::invalid_argument";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("sliding_bead"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("constraint_rows"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(advance(b, Backend::cpu, {.dt = 1e-3, .t_end = 0.01}), 0) << "without stabilisation it runs";
+}
+
+// Splitting a stabilised run into calls changes nothing, counters included.
+TEST(Stabilization, SplittingARunIntoCallsChangesNothing) {
+  for (Stabilization st : kOptions) {
+    SCOPED_TRACE(to_string(st));
+    RandomBatch<models::RedundantPendulum> whole(37, 970), parts(37, 970);
+    RandomBatch<models::BeadOnRing> ring_whole(37, 971), ring_parts(37, 971);
+    const RunOptions r{.dt = 1e-3, .t_end = 0.5, .stabilization = st, .projection_iters = 1};
+    advance(whole.batch, Backend::cpu, r);
+    advance(ring_whole.batch, Backend::cpu, r);
+    while (advance(parts.batch, Backend::cpu, r, 7) > 0) {
+    }
+    while (advance(ring_parts.batch, Backend::cpu, r, 7) > 0) {
+    }
+    long events = 0;
+    for (int i = 0; i < 37; ++i) {
+      EXPECT_TRUE(same_bits(whole.batch, i, parts.batch, i, 2)) << i;
+      EXPECT_TRUE(same_bits(ring_whole.batch, i, ring_parts.batch, i, 2)) << i;
+      EXPECT_EQ(whole.batch.rank_drops(i), parts.batch.rank_drops(i)) << i;
+      EXPECT_EQ(whole.batch.proj_fails(i), parts.batch.proj_fails(i)) << i;
+      EXPECT_EQ(ring_whole.batch.proj_fails(i), ring_parts.batch.proj_fails(i)) << i;
+      EXPECT_EQ(ring_whole.batch.events(i), ring_parts.batch.events(i)) << i;
+      events += ring_whole.batch.events(i);
+    }
+    EXPECT_GT(whole.batch.rank_drops(0), 0) << "guard: rank drops are counted";
+    EXPECT_GT(events, 0) << "guard: the rings meet events";
+  }
+}
+
 TEST(Stabilization, BadOptionsAreRefused) {
   Batch<models::BeadOnRing<double>> b(1);
   auto run = [&](RunOptions r) { advance(b, Backend::cpu, r, 1); };
@@ -448,6 +599,8 @@ TEST(Stabilization, BadOptionsAreRefused) {
   EXPECT_THROW(run({.dt = 1e-3, .projection_tol = 1}), std::invalid_argument);
   EXPECT_THROW(run({.dt = 1e-3, .projection_tol = NAN}), std::invalid_argument);
   EXPECT_THROW(run({.dt = 1e-3, .projection_iters = 0}), std::invalid_argument);
+  EXPECT_THROW(run({.dt = 1e-3, .stabilization = Stabilization::projection, .projection_tol = 1e-17}),
+               std::invalid_argument);  // below 4 epsilon: could never be met
   EXPECT_THROW(run({.dt = 1e-3, .baumgarte_alpha = INFINITY}), std::invalid_argument);
   // max(2 alpha, beta, gamma) dt > 1: stiff for RK4.
   EXPECT_THROW(run({.dt = 0.1, .stabilization = Stabilization::baumgarte}), std::invalid_argument);

@@ -116,7 +116,7 @@ struct RunOptions {
   double baumgarte_alpha = -1;  ///< holonomic damping rate (1/time); < 0: default_baumgarte_rate
   double baumgarte_beta = -1;   ///< holonomic stiffness rate (1/time); < 0: alpha
   double baumgarte_gamma = -1;  ///< nonholonomic decay rate (1/time); < 0: alpha
-  double projection_tol = -1;   ///< relative, in (0, 1); < 0: default_projection_tol
+  double projection_tol = -1;   ///< relative, in [4 eps, 1) of the scalar; < 0: default_projection_tol
   int projection_iters = 4;     ///< Gauss–Newton corrections per level at most (>= 1)
 
   /// The Baumgarte rates with the defaults filled in.
@@ -352,11 +352,15 @@ void stabilization_settings(const RunOptions& r, kernels::RunSettings<typename M
     throw std::invalid_argument(std::string("ukb: stabilization '") +
                                 std::string(to_string(r.stabilization)) + "' needs the model's "
                                 "constraint_rows, which '" + Mo::name + "' does not state");
+  const double tol = r.projection_tol > 0 ? r.projection_tol : default_projection_tol<T>();
+  if (r.stabilization == Stabilization::projection &&
+      !(tol >= 4 * static_cast<double>(std::numeric_limits<T>::epsilon())))
+    throw std::invalid_argument("ukb: the projection tolerance " + std::to_string(tol) +
+                                " is below 4 epsilon of the scalar type: no correction could meet it");
   const BaumgarteRates rates = r.baumgarte_rates();
   s.baumgarte = {r.stabilization == Stabilization::baumgarte, static_cast<T>(rates.alpha),
                  static_cast<T>(rates.beta), static_cast<T>(rates.gamma)};
-  s.projection = {r.stabilization == Stabilization::projection,
-                  static_cast<T>(r.projection_tol > 0 ? r.projection_tol : default_projection_tol<T>()),
+  s.projection = {r.stabilization == Stabilization::projection, static_cast<T>(tol),
                   r.projection_iters};
 }
 

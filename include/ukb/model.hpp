@@ -121,6 +121,16 @@ concept HasConstraintRows =
       Mo::constraint_rows(x, x, t, p, y, y);
     };
 
+/// Whether row i of a model with constraint rows is holonomic. Usable in
+/// device code: the kinds are read from a local copy of `row_kinds` (a
+/// static member of the model, which device code cannot access).
+template <class Mo>
+  requires HasConstraintRows<Mo>
+UKB_HD constexpr bool row_is_holonomic(int i) {
+  constexpr std::array<RowKind, static_cast<std::size_t>(Mo::m)> kinds = Mo::row_kinds;
+  return kinds[static_cast<std::size_t>(i)] == RowKind::holonomic;
+}
+
 /// The model has a potential energy (`potential`).
 template <class Mo>
 concept HasPotential = requires(const typename Mo::Scalar* x, typename Mo::Scalar t,

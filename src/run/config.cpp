@@ -367,9 +367,10 @@ Config parse_config(const std::string& text, const std::string& path) {
       }
     if (const toml::node* k = only_for("tol", Stabilization::projection)) {
       c.run.projection_tol = P.number(*k, "stabilization.tol");
-      if (!(c.run.projection_tol > 0 && c.run.projection_tol < 1))
+      if (!(c.run.projection_tol >= 1e-15 && c.run.projection_tol < 1))
         P.fail(k, "stabilization.tol",
-               "expected a relative tolerance in (0, 1), got " + Parser::fmt(c.run.projection_tol));
+               "expected a relative tolerance in [1e-15, 1) (round-off in double is 1e-16), got " +
+                   Parser::fmt(c.run.projection_tol));
     }
     if (const toml::node* k = only_for("max_iter", Stabilization::projection))
       c.run.projection_iters = static_cast<int>(P.integer(*k, "stabilization.max_iter", 1, 100));

@@ -120,19 +120,6 @@ UKB_HD inline void circle_residual(const T* q, const T* qd, T r, T& pos, T& vel)
   vel = abs(q[0] * qd[0] + q[1] * qd[1]) / d;
 }
 
-/// The residual monitor of a model with one holonomic row whose constraint
-/// (constraint_rows) is already a distance: pos = |phi|, vel = |phi'|.
-template <class Mo, class T>
-UKB_HD inline void single_row_residual(const T* q, const T* qd, T t, const typename Mo::Params& p,
-                                       T& pos, T& vel) {
-  using std::abs;
-  static_assert(Mo::m == 1, "one constraint row");
-  T phi, phid;
-  Mo::constraint_rows(q, qd, t, p, &phi, &phid);
-  pos = abs(phi);
-  vel = abs(phid);
-}
-
 /// The circle |q| = r (q in the plane) as the row A = [x, y],
 /// b = -(x'^2 + y'^2): phi = (|q|^2 - r^2) / 2 and phi' = q . q'.
 template <class T>

@@ -80,9 +80,14 @@ struct InclineBlock {
     detail::coulomb_friction<InclineBlock>(q, qd, t, p, Qc_ideal, p.mu, C);
   }
 
-  UKB_HD static void residual(const T* q, const T* qd, T t, const Params& p, T& pos,
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
-    detail::single_row_residual<InclineBlock>(q, qd, t, p, pos, vel);
+    using std::abs;
+    using std::cos;
+    using std::sin;
+    const T sa = sin(p.alpha), ca = cos(p.alpha);
+    pos = abs(q[0] * sa + q[1] * ca);
+    vel = abs(qd[0] * sa + qd[1] * ca);
   }
 
   static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic};

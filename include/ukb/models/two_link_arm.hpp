@@ -118,9 +118,18 @@ struct TwoLinkArm {
     C[1] = J01 * s * tx + J11 * s * ty;
   }
 
-  UKB_HD static void residual(const T* q, const T* qd, T t, const Params& p, T& pos,
+  UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
-    detail::single_row_residual<TwoLinkArm>(q, qd, t, p, pos, vel);
+    // Geometrically: the tip p and its velocity p' against the line's normal nn.
+    using std::abs;
+    using std::cos;
+    using std::sin;
+    const T px = p.l1 * sin(q[0]) + p.l2 * sin(q[1]), py = -p.l1 * cos(q[0]) - p.l2 * cos(q[1]);
+    const T vx = p.l1 * cos(q[0]) * qd[0] + p.l2 * cos(q[1]) * qd[1];
+    const T vy = p.l1 * sin(q[0]) * qd[0] + p.l2 * sin(q[1]) * qd[1];
+    const T nx = -sin(p.beta), ny = cos(p.beta);
+    pos = abs(nx * (px - p.p0x) + ny * (py - p.p0y));
+    vel = abs(nx * vx + ny * vy);
   }
 
   static constexpr std::array<RowKind, m> row_kinds{RowKind::holonomic};

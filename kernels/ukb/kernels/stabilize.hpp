@@ -84,7 +84,7 @@ UKB_HD Status project(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename 
         T* e = level == 0 ? phi : phid;
         if (level == 0)
           for (int i = 0; i < m; ++i)
-            if (Mo::row_kinds[i] != RowKind::holonomic) {
+            if (!row_is_holonomic<Mo>(i)) {
               e[i] = T(0);
               for (int k = 0; k < n; ++k) J[i * n + k] = T(0);
             }

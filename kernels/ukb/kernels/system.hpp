@@ -158,7 +158,9 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
 /// Stabilisation: with `baumgarte` on, every evaluation corrects b
 /// (baumgarte_rhs); with `projection` on, every accepted step (at the
 /// located event, if any, before the handler) is followed by project();
-/// `proj_fails` counts the steps whose projection did not converge. Every
+/// `proj_fails` counts the steps whose projection did not converge; the
+/// event function is evaluated after the projection, so a sign change due
+/// to the projection alone is not located. Every
 /// accepted step in which an evaluation (location trials included) found
 /// rank(B) < m counts in `rank_drops`.
 ///

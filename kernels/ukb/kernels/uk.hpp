@@ -48,7 +48,7 @@ UKB_HD inline void baumgarte_rhs(const typename Mo::Scalar* q, const typename Mo
     T phi[Mo::m], phid[Mo::m];
     Mo::constraint_rows(q, qd, t, p, phi, phid);
     for (int i = 0; i < Mo::m; ++i)
-      b[i] -= Mo::row_kinds[i] == RowKind::holonomic
+      b[i] -= row_is_holonomic<Mo>(i)
                   ? T(2) * bg.alpha * phid[i] + bg.beta * bg.beta * phi[i]
                   : bg.gamma * phid[i];
   } else {
