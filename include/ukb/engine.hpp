@@ -119,6 +119,12 @@ struct RunOptions {
   double projection_tol = -1;   ///< relative, in [4 eps, 1) of the scalar; < 0: default_projection_tol
   int projection_iters = 4;     ///< Gauss–Newton corrections per level at most (>= 1)
 
+  /// The projection tolerance for scalar T with the default filled in.
+  template <class T>
+  double projection_tolerance() const {
+    return projection_tol < 0 ? default_projection_tol<T>() : projection_tol;
+  }
+
   /// The Baumgarte rates with the defaults filled in.
   BaumgarteRates baumgarte_rates() const {
     const double a = baumgarte_alpha >= 0 ? baumgarte_alpha : default_baumgarte_rate;
@@ -338,8 +344,6 @@ inline void check_run(const RunOptions& r) {
         "ukb: Baumgarte rates too fast for the time step: max(2 alpha, beta, gamma) * dt = " +
         std::to_string(r.baumgarte_rates().fastest() * r.dt) +
         " must be <= 1 (the stabilised drift would be stiff for RK4); lower the rates or dt");
-  if (!std::isfinite(r.projection_tol) || r.projection_tol == 0 || !(r.projection_tol < 1))
-    throw std::invalid_argument("ukb: the projection tolerance must be in (0, 1) (< 0: default)");
   if (r.projection_iters < 1)
     throw std::invalid_argument("ukb: the projection needs at least 1 iteration");
 }
@@ -352,11 +356,11 @@ void stabilization_settings(const RunOptions& r, kernels::RunSettings<typename M
     throw std::invalid_argument(std::string("ukb: stabilization '") +
                                 std::string(to_string(r.stabilization)) + "' needs the model's "
                                 "constraint_rows, which '" + Mo::name + "' does not state");
-  const double tol = r.projection_tol > 0 ? r.projection_tol : default_projection_tol<T>();
-  if (r.stabilization == Stabilization::projection &&
-      !(tol >= 4 * static_cast<double>(std::numeric_limits<T>::epsilon())))
+  // Below 4 epsilon of the scalar no correction could meet the tolerance.
+  const double tol = r.projection_tolerance<T>();
+  if (!(tol >= 4 * static_cast<double>(std::numeric_limits<T>::epsilon()) && tol < 1))
     throw std::invalid_argument("ukb: the projection tolerance " + std::to_string(tol) +
-                                " is below 4 epsilon of the scalar type: no correction could meet it");
+                                " must be in [4 epsilon of the scalar type, 1) (< 0: default)");
   const BaumgarteRates rates = r.baumgarte_rates();
   s.baumgarte = {r.stabilization == Stabilization::baumgarte, static_cast<T>(rates.alpha),
                  static_cast<T>(rates.beta), static_cast<T>(rates.gamma)};

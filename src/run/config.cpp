@@ -553,7 +553,7 @@ std::string Config::to_json() const {
       s["beta"] = r.beta;
       s["gamma"] = r.gamma;
     } else if (run.stabilization == Stabilization::projection) {
-      s["tol"] = run.projection_tol > 0 ? run.projection_tol : default_projection_tol<double>();
+      s["tol"] = run.projection_tolerance<double>();
       s["max_iter"] = run.projection_iters;
     }
     j["stabilization"] = s;
