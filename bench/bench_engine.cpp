@@ -84,7 +84,7 @@ void bm_pinv(benchmark::State& state) {
   T B[Mo::m * Mo::n];
   for (int k = 0; k < Mo::m * Mo::n; ++k) B[k] = T(std::sin(1.0 + 0.7 * k));
   for (auto _ : state) {
-    ukb::kernels::JacobiPinv<Mo::m, Mo::n, T> p;
+    ukb::kernels::PseudoInverse<Mo::m, Mo::n, T> p;
     benchmark::DoNotOptimize(B);
     p.factor(B, ukb::kernels::default_rank_rtol<T>());
     benchmark::DoNotOptimize(p.rank);

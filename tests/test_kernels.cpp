@@ -45,7 +45,7 @@ TEST(Kernels, CholeskyMatchesEigenOnRandomSpdMatrices) {
 
 TEST(Kernels, PinvOneByTwoByHand) {
   const double B[2] = {3, 4};
-  kernels::JacobiPinv<1, 2, double> p;
+  kernels::PseudoInverse<1, 2, double> p;
   p.factor(B, 1e-10);
   EXPECT_EQ(p.rank, 1);
   const double y[1] = {25};
@@ -76,7 +76,7 @@ template <int M, int N>
 void check_against_reference(const MatrixXd& B, double rtol, double kappa = 1) {
   const double tol = 1e-13 + 1e-15 * kappa;
   Eigen::Matrix<double, M, N, Eigen::RowMajor> Br = B;
-  kernels::JacobiPinv<M, N, double> p;
+  kernels::PseudoInverse<M, N, double> p;
   p.factor(Br.data(), rtol);
   int ref_rank = -1;
   const MatrixXd Pref = reference::pseudo_inverse(B, rtol, &ref_rank);
@@ -122,7 +122,7 @@ TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
       S(2, 2) = s;
       const MatrixXd B = U * S * V.transpose();
       Eigen::Matrix<double, 3, 6, Eigen::RowMajor> Br = B;
-      kernels::JacobiPinv<3, 6, double> p;
+      kernels::PseudoInverse<3, 6, double> p;
       p.factor(Br.data(), 1e-10);
       EXPECT_EQ(p.rank, s > 1e-10 ? 3 : 2) << "s = " << s;
       int ref_rank = -1;  // the reference applies the same relative rule
@@ -135,10 +135,75 @@ TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
   }
 }
 
+// B = U diag(s) V^T (M x N) with singular values from 1 down to 1/cond, the
+// last `deficient` of them exactly zero.
+MatrixXd with_singular_values(Rng& rng, int M, int N, double cond, int deficient) {
+  const Eigen::HouseholderQR<MatrixXd> qu(rng.matrix(M, M)), qv(rng.matrix(N, N));
+  const MatrixXd U = qu.householderQ(), V = qv.householderQ();
+  MatrixXd S = MatrixXd::Zero(M, N);
+  const int r = M - deficient;
+  for (int i = 0; i < r; ++i) S(i, i) = std::pow(cond, -double(i) / std::max(1, r - 1));
+  return U * S * V.transpose();
+}
+
+// The Gram–Cholesky route is taken exactly where its certificate holds
+// (kappa(G) = cond^2 well below 1.6e5 / M^2), and then gives the reference's
+// rank and pseudo-inverse as closely as the Jacobi route does.
+template <int M, int N>
+void check_routes(Rng& rng) {
+  struct Case {
+    double cond;
+    int deficient;
+    bool gram;
+  };
+  for (const Case c : {Case{2, 0, true}, Case{10, 0, true}, Case{1e4, 0, false}, Case{10, 1, false}}) {
+    for (int trial = 0; trial < 10; ++trial) {
+      const MatrixXd B = with_singular_values(rng, M, N, c.cond, c.deficient);
+      Eigen::Matrix<double, M, N, Eigen::RowMajor> Br = B;
+      kernels::PseudoInverse<M, N, double> fast, jacobi;
+      fast.factor(Br.data(), 1e-10);
+      jacobi.factor(Br.data(), 1e-10, false);
+      EXPECT_EQ(fast.gram, c.gram) << M << "x" << N << " cond " << c.cond << " deficient " << c.deficient;
+      EXPECT_FALSE(jacobi.gram);
+      EXPECT_EQ(fast.rank, jacobi.rank);
+      check_against_reference<M, N>(B, 1e-10, c.cond);
+      const MatrixXd Pf = matrix_of<N, M>([&](const double* y, double* x) { fast.apply(y, x); });
+      const MatrixXd Pj = matrix_of<N, M>([&](const double* y, double* x) { jacobi.apply(y, x); });
+      EXPECT_LT((Pf - Pj).norm() / Pj.norm(), 1e-14 * c.cond * c.cond);
+      const MatrixXd Gf = matrix_of<M, M>([&](const double* y, double* x) { fast.apply_gram(y, x); });
+      const MatrixXd Gj = matrix_of<M, M>([&](const double* y, double* x) { jacobi.apply_gram(y, x); });
+      EXPECT_LT((Gf - Gj).norm() / Gj.norm(), 1e-14 * c.cond * c.cond);
+    }
+  }
+}
+
+TEST(Kernels, PinvGramRouteOnlyWhereCertified) {
+  Rng rng(64);
+  check_routes<2, 2>(rng);
+  check_routes<3, 6>(rng);
+  check_routes<6, 12>(rng);
+  check_routes<12, 24>(rng);
+}
+
+TEST(Kernels, PinvGramRouteRespectsALargeRankTolerance) {
+  // cond 10 is certified at rtol 1e-10, but not at rtol 0.05 where s_min =
+  // 0.1 s_max is within the margin of the cut: Jacobi decides (rank 6).
+  Rng rng(65);
+  const MatrixXd B = with_singular_values(rng, 6, 12, 10, 0);
+  Eigen::Matrix<double, 6, 12, Eigen::RowMajor> Br = B;
+  kernels::PseudoInverse<6, 12, double> p;
+  p.factor(Br.data(), 0.05);
+  EXPECT_FALSE(p.gram);
+  EXPECT_EQ(p.rank, 6);
+  p.factor(Br.data(), 0.12);  // s_min = 0.1 s_max is now dropped (the next is 0.16)
+  EXPECT_FALSE(p.gram);
+  EXPECT_EQ(p.rank, 5);
+}
+
 TEST(Kernels, PinvInFloatKeepsDependentRowsOut) {
   // Two proportional rows in float: rank 1 at the float default 1e-5.
   const float B[4] = {0.6f, 0.8f, 0.6f / 0.7f, 0.8f / 0.7f};
-  kernels::JacobiPinv<2, 2, float> p;
+  kernels::PseudoInverse<2, 2, float> p;
   p.factor(B, 1e-5f);
   EXPECT_EQ(p.rank, 1);
 }

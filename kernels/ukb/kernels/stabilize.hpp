@@ -46,7 +46,7 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
     return Status::failed_nonfinite;
   if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
   for (int i = 0; i < m; ++i) solve_lower<n>(L, J + i * n);  // J <- J L^{-T}, row by row
-  JacobiPinv<m, n, T> pinv;
+  PseudoInverse<m, n, T> pinv;
   pinv.factor(J, rank_rtol);
   pinv.apply(e, dx);
   solve_lower_transpose<n>(L, dx);

@@ -102,7 +102,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   }
   T* B = A;  // A is not needed any more
   for (int i = 0; i < m; ++i) solve_lower<n>(L, B + i * n);
-  JacobiPinv<m, n, T> pinv;
+  PseudoInverse<m, n, T> pinv;
   pinv.factor(B, rank_rtol);
   out.rank = pinv.rank;
 

@@ -1,0 +1,203 @@
+// Throughput of the workloads W1-W4 (workloads.hpp) on every backend, in
+// double and float, over a sweep of batch sizes N, and micro-benchmarks of
+// the shared kernels (Cholesky, pseudo-inverse factor and apply, one
+// Udwadia–Kalaba evaluation) per model size. items_per_second is RK4
+// system-steps per second (workloads) or calls per second (micro).
+//
+//   build/bin/ukb_bench_workloads --benchmark_format=json
+//   build/bin/ukb_bench_workloads --benchmark_filter='^W2/.*/cpu'
+//
+// Names: W<k>/<model>/<scalar>/<backend>/threads:<t>/N:<N>. The reference
+// backend is a loop over systems, so its rate does not depend on N: it runs
+// up to N = 10^4. CUDA timings include the copies to and from the device
+// (ukb::step uploads, integrates and downloads), with enough steps per call
+// (at least 100) that they are a small part; they are skipped with the
+// reason where there is no GPU.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ukb/cuda.hpp"
+#include "ukb/engine.hpp"
+#include "workloads.hpp"
+
+namespace {
+
+using namespace ukb;
+
+// RK4 steps per benchmark iteration: enough work per iteration to time it
+// (about 2e5 system-steps of the ring on the CPU, scaled by the model's
+// cost), at least 100 on the GPU to amortise the copies.
+template <class Mo>
+long steps_per_iteration(Backend be, long N) {
+  const double cost = double(Mo::n) * Mo::n / 4.0;  // ring 1, chain_6 36, chain_12 144
+  const double work = be == Backend::cuda ? 2e9 : 2e5;
+  const long s = long(work / (cost * double(N)));
+  return std::clamp(s, be == Backend::cuda ? 100L : 1L, 10000L);
+}
+
+template <class Mo>
+void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
+  using T = typename Mo::Scalar;
+  if (be == Backend::cuda) {
+    std::string why;
+    if (cuda::device_count(&why) == 0) {
+      state.SkipWithError(("no GPU: " + why).c_str());
+      return;
+    }
+  }
+  Batch<Mo> b(N);
+  bench::fill_workload(b);
+  const EngineOptions o{.threads = threads};
+  const long steps = steps_per_iteration<Mo>(be, N);
+  const T dt = T(bench::workload_dt);
+  if (step(b, be, dt, 1, o) != 0) {  // warm-up (and the first touch of the memory)
+    state.SkipWithError("a system failed in the warm-up step");
+    return;
+  }
+  for (auto _ : state) {
+    const long failed = step(b, be, dt, steps, o);
+    benchmark::DoNotOptimize(failed);
+  }
+  long failed = 0;
+  for (int i = 0; i < N; ++i) failed += b.status(i) != Status::ok;
+  if (failed) state.SkipWithError((std::to_string(failed) + " systems failed").c_str());
+  state.SetItemsProcessed(state.iterations() * N * steps);
+  state.counters["N"] = N;
+  state.counters["threads"] = threads;
+  state.counters["steps_per_call"] = double(steps);
+}
+
+// --- micro-benchmarks of the shared kernels, one system, one thread ---
+
+template <class Mo>
+struct MicroInput {
+  using T = typename Mo::Scalar;
+  typename Mo::Params p;
+  T q[Mo::n], qd[Mo::n];
+  MicroInput() { bench::workload_system<Mo>(1, 0, p, q, qd); }
+};
+
+template <class Mo>
+void bm_cholesky(benchmark::State& state) {
+  using T = typename Mo::Scalar;
+  MicroInput<Mo> in;
+  T M0[Mo::n * Mo::n], M[Mo::n * Mo::n];
+  Mo::mass(in.q, T(0), in.p, M0);
+  for (auto _ : state) {
+    std::copy(M0, M0 + Mo::n * Mo::n, M);
+    benchmark::DoNotOptimize(M);
+    benchmark::DoNotOptimize(kernels::cholesky<Mo::n>(M));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// B = A L^{-T} at the workload's first state.
+template <class Mo>
+void constraint_matrix(const MicroInput<Mo>& in, typename Mo::Scalar* B) {
+  using T = typename Mo::Scalar;
+  T L[Mo::n * Mo::n], b[Mo::m];
+  Mo::mass(in.q, T(0), in.p, L);
+  kernels::cholesky<Mo::n>(L);
+  Mo::constraints(in.q, in.qd, T(0), in.p, B, b);
+  for (int i = 0; i < Mo::m; ++i) kernels::solve_lower<Mo::n>(L, B + i * Mo::n);
+}
+
+template <class Mo>
+void bm_pinv_factor(benchmark::State& state) {
+  using T = typename Mo::Scalar;
+  MicroInput<Mo> in;
+  T B[Mo::m * Mo::n];
+  constraint_matrix(in, B);
+  for (auto _ : state) {
+    kernels::PseudoInverse<Mo::m, Mo::n, T> p;
+    benchmark::DoNotOptimize(B);
+    p.factor(B, kernels::default_rank_rtol<T>());
+    benchmark::DoNotOptimize(p.rank);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <class Mo>
+void bm_pinv_apply(benchmark::State& state) {
+  using T = typename Mo::Scalar;
+  MicroInput<Mo> in;
+  T B[Mo::m * Mo::n], y[Mo::m], x[Mo::n];
+  constraint_matrix(in, B);
+  for (int i = 0; i < Mo::m; ++i) y[i] = T(1 + i);
+  kernels::PseudoInverse<Mo::m, Mo::n, T> p;
+  p.factor(B, kernels::default_rank_rtol<T>());
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(y);
+    p.apply(y, x);
+    benchmark::DoNotOptimize(x);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <class Mo>
+void bm_uk_accel(benchmark::State& state) {
+  using T = typename Mo::Scalar;
+  MicroInput<Mo> in;
+  kernels::Accel<Mo> a;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(in.q);
+    const Status s = kernels::uk_accel<Mo>(in.q, in.qd, T(0), in.p, kernels::default_rank_rtol<T>(), a);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(a.qdd);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <class T>
+const char* scalar_name() {
+  return sizeof(T) == 8 ? "double" : "float";
+}
+
+template <class Mo>
+void register_workload(int max_cpu_N) {
+  using T = typename Mo::Scalar;
+  const std::string base = std::string(bench::Workload<Mo>::id) + "/" + Mo::name + "/" + scalar_name<T>();
+  auto add = [&](Backend be, int threads, int N) {
+    const std::string name = base + "/" + std::string(to_string(be)) + "/threads:" +
+                             std::to_string(threads) + "/N:" + std::to_string(N);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_workload<Mo>(s, be, N, threads); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  };
+  for (int N : {100, 1000, 10000, 100000, 1000000}) {
+    if (std::is_same_v<T, double> && N <= 10000) add(Backend::reference, 1, N);
+    if (N <= max_cpu_N) {
+      add(Backend::cpu, 1, N);
+      add(Backend::cpu, 2, N);
+    }
+    add(Backend::cuda, 0, N);
+  }
+  const std::string m = std::string("micro/") + Mo::name + "/" + scalar_name<T>();
+  benchmark::RegisterBenchmark((m + "/cholesky").c_str(), bm_cholesky<Mo>);
+  benchmark::RegisterBenchmark((m + "/pinv_factor").c_str(), bm_pinv_factor<Mo>);
+  benchmark::RegisterBenchmark((m + "/pinv_apply").c_str(), bm_pinv_apply<Mo>);
+  benchmark::RegisterBenchmark((m + "/uk_accel").c_str(), bm_uk_accel<Mo>);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ukb::models;
+  // The largest N on the CPU keeps one iteration of the chains under ~10 s.
+  register_workload<BeadOnRing<double>>(1000000);
+  register_workload<BeadOnRing<float>>(1000000);
+  register_workload<PlanarChain6<double>>(100000);
+  register_workload<PlanarChain6<float>>(100000);
+  register_workload<PlanarChain12<double>>(10000);
+  register_workload<PlanarChain12<float>>(10000);
+  register_workload<RedundantPendulum<double>>(1000000);
+  register_workload<RedundantPendulum<float>>(1000000);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
