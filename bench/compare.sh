@@ -12,8 +12,9 @@
 # UKB_BENCH_MIN_TIME (seconds per benchmark, default 0.1), UKB_BENCH_SIZES
 # (the batch sizes N, a regex alternative, default "1000|100000"; the full
 # sweep is "100|1000|10000|100000|1000000", which takes about an hour on 2
-# cores). The default takes about 5 minutes on 2 cores, plus the build. Outputs in OUT_DIR: cpu.json, eigen.json,
-# numpy.json, flops.json (raw) and tables.md (bench/report.py).
+# cores). The default takes about 5 minutes on 2 cores, plus the build.
+# Outputs in OUT_DIR: cpu.json, eigen.json, numpy.json, flops.json (raw) and
+# tables.md (bench/report.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
