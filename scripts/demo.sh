@@ -17,10 +17,26 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=OFF -DUKB_BU
 cmake --build "$build" -j"$jobs" --target ukb_cli >/dev/null
 
 out=build-demo/ring_friction
-echo
-echo "== $build/bin/ukb run examples/ring_friction.toml --out $out"
 start=$(date +%s%N)
-"$build/bin/ukb" run examples/ring_friction.toml --out "$out"
+# Ctrl-C stops the run after the current chunk and leaves a checkpoint; the
+# next scripts/demo.sh continues it (results identical to an uninterrupted run).
+if [ -f "$out/checkpoint.ukb" ]; then
+  echo
+  echo "== $build/bin/ukb run --resume $out   (continuing the interrupted run)"
+  cmd=("$build/bin/ukb" run --resume "$out")
+else
+  echo
+  echo "== $build/bin/ukb run examples/ring_friction.toml --out $out"
+  cmd=("$build/bin/ukb" run examples/ring_friction.toml --out "$out")
+fi
+rc=0
+"${cmd[@]}" || rc=$?
+if [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; then
+  echo "== Interrupted: run scripts/demo.sh again to continue where it stopped."
+  exit "$rc"
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi
 echo
 echo "== scripts/plot.py $out"
 /usr/bin/python3 scripts/plot.py "$out"

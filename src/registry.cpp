@@ -1,12 +1,37 @@
 #include "ukb/registry.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
 #include <limits>
 
 #include "ukb/models/all.hpp"
 
 namespace ukb {
 namespace {
+
+// A parameter; its range from a description ending in "(> x)" or "(>= x)".
+ParamInfo param_info(const char* name, double value, const char* doc) {
+  ParamInfo p;
+  p.name = name;
+  p.default_value = value;
+  p.description = doc;
+  const std::string& d = p.description;
+  const std::size_t open = d.rfind('(');
+  if (open == std::string::npos || d.empty() || d.back() != ')') return p;
+  std::string inner = d.substr(open + 1, d.size() - open - 2);
+  bool inclusive = false;
+  if (inner.rfind(">= ", 0) == 0) inclusive = true, inner.erase(0, 3);
+  else if (inner.rfind("> ", 0) == 0) inner.erase(0, 2);
+  else return p;
+  char* end = nullptr;
+  const double x = std::strtod(inner.c_str(), &end);
+  if (end == inner.c_str() || *end != '\0') return p;
+  p.lower = x;
+  p.lower_inclusive = inclusive;
+  return p;
+}
 
 template <Model Mo>
 void add_run_hooks(ModelInfo& info) {
@@ -61,6 +86,7 @@ void add_run_hooks(ModelInfo& info) {
     std::copy(c.res_vel.begin(), c.res_vel.end(), v.res_vel);
     std::copy(c.rank_drops.begin(), c.rank_drops.end(), v.rank_drops);
     std::copy(c.proj_fails.begin(), c.proj_fails.end(), v.proj_fails);
+    std::copy(c.inconsistent.begin(), c.inconsistent.end(), v.inconsistent);
     const long active = ukb::advance(b, backend, run, budget, options);
     std::copy(v.q, v.q + std::size_t(n) * N, c.q.begin());
     std::copy(v.qd, v.qd + std::size_t(n) * N, c.qd.begin());
@@ -73,6 +99,7 @@ void add_run_hooks(ModelInfo& info) {
     std::copy(v.res_vel, v.res_vel + N, c.res_vel.begin());
     std::copy(v.rank_drops, v.rank_drops + N, c.rank_drops.begin());
     std::copy(v.proj_fails, v.proj_fails + N, c.proj_fails.begin());
+    std::copy(v.inconsistent, v.inconsistent + N, c.inconsistent.begin());
     return active;
   };
 }
@@ -87,7 +114,7 @@ ModelInfo make_info() {
   info.coords.assign(Mo::coords.begin(), Mo::coords.end());
   const typename Mo::Params defaults{};
   Mo::visit_params(defaults, [&](const char* name, const double& value, const char* doc) {
-    info.params.push_back({name, value, doc});
+    info.params.push_back(param_info(name, value, doc));
   });
   info.reference_accel = [](std::span<const double> values, const reference::Options& opt) {
     return reference::accel_fn<Mo>(params_from<Mo>(values), opt);
@@ -166,12 +193,24 @@ void EnsembleChunk::reset(int systems, int n, int np) {
   res_vel.assign(S, 0.0);
   rank_drops.assign(S, 0);
   proj_fails.assign(S, 0);
+  inconsistent.assign(S, 0);
 }
 
 int ModelInfo::param_index(std::string_view key) const {
   for (std::size_t i = 0; i < params.size(); ++i)
     if (params[i].name == key) return static_cast<int>(i);
   return -1;
+}
+
+bool ParamInfo::admits(double v) const {
+  return std::isfinite(v) && (lower_inclusive ? v >= lower : v > lower);
+}
+
+std::string ParamInfo::range() const {
+  if (lower == -std::numeric_limits<double>::infinity()) return "finite";
+  std::ostringstream s;
+  s << (lower_inclusive ? ">= " : "> ") << lower;
+  return s.str();
 }
 
 std::vector<double> ModelInfo::defaults() const {

@@ -83,11 +83,16 @@ TEST(Cli, AccelPrintsFullPrecisionAndTheStatusOfAFailedSystem) {
   const double along = j["qdd"][0].get<double>() * std::cos(0.5) - j["qdd"][1].get<double>() * std::sin(0.5);
   EXPECT_NEAR(along, 9.81 * std::sin(0.5), 1e-14);
 
-  const CliRun bad = run_cli("accel --model bead_on_ring --param m=-1 --q 1,0 --qd 0,1");
+  // |q'|^2 overflows: b of the ring's row is -inf.
+  const CliRun bad = run_cli("accel --model bead_on_ring --q 1,0 --qd 0,1e200");
   EXPECT_EQ(bad.code, 1);
   const auto jb = nlohmann::json::parse(bad.out);
-  EXPECT_EQ(jb["status"], "failed_mass_matrix");
+  EXPECT_EQ(jb["status"], "failed_nonfinite");
   EXPECT_TRUE(jb["qdd"][0].is_null());
+  // A mass of -1 is refused before any evaluation (exit code 2).
+  const CliRun neg = run_cli("accel --model bead_on_ring --param m=-1 --q 1,0 --qd 0,1");
+  EXPECT_EQ(neg.code, 2);
+  EXPECT_NE(neg.err.find("--param m: expected a value > 0 (bead mass (> 0)), got -1"), std::string::npos) << neg.err;
 }
 
 TEST(Cli, ModelsListsEveryModelWithParameters) {
@@ -177,6 +182,19 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
       {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --every 0", "--every"},
       {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --out /nonexistent/dir/x.csv",
        "cannot write"},
+      // Parameter ranges (from the models' descriptions: mass > 0, mu >= 0).
+      {ring + "--param m=0 --q 1,0 --qd 0,1", "--param m: expected a value > 0"},
+      {ring + "--param mu=-0.1 --q 1,0 --qd 0,1", "--param mu: expected a value >= 0"},
+      {"trajectory --model planar_chain_3 --param l=-1 --q 1,0,2,0,3,0 --qd 0,0,0,0,0,0 --dt 0.1 --steps 5",
+       "--param l: expected a value > 0"},
+      // Unknown options get a suggestion.
+      {ring + "--q 1,0 --qd 0,1 --rank-rtoll 1e-9", "did you mean '--rank-rtol'"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --stpes 5", "did you mean '--steps'"},
+      // `ukb run`.
+      {"run", "expected a config file (ukb run CONFIG) or --resume DIR"},
+      {"run --resume /nonexistent/ukb-run", "holds no checkpoint"},
+      {"run --resume /tmp/a --out /tmp/b", "--out: a resumed run writes into its own directory"},
+      {"run x.toml --threads -1", "--threads"},
   };
   if (cuda::device_count() == 0) cases.push_back({ring + "--q 1,0 --qd 0,1 --backend cuda", "--backend cuda"});
   for (const BadInput& c : cases) {

@@ -41,7 +41,8 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       EXPECT_EQ(diff, 0);
       // An ensemble run's settings: events located, residuals monitored.
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40};
-      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true, {}, {}};
+      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true, {}, {},
+                                                 std::numeric_limits<double>::infinity()};
       cuda_emulated::integrate<Mo>(emu.batch.view(), s, 128);
       advance(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
@@ -70,7 +71,7 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
       RandomBatch<Model> emu(37, 550), cpu(37, 550);
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40, .stabilization = st};
       kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, kernels::default_rank_rtol<double>(),
-                                     true, true, {}, {}};
+                                     true, true, {}, {}, std::numeric_limits<double>::infinity()};
       detail::stabilization_settings<Mo>(run, s);
       cuda_emulated::integrate<Mo>(emu.batch.view(), s, 32);
       advance(cpu.batch, Backend::cpu, run, 30);
@@ -94,7 +95,7 @@ TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   b.batch.set_params(128, p);
   const float inf = std::numeric_limits<float>::infinity();
   cuda_emulated::integrate<models::BeadOnRing<float>>(
-      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false, {}, {}}, 64);
+      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false, {}, {}, std::numeric_limits<float>::infinity()}, 64);
   EXPECT_EQ(b.batch.status(128), Status::failed_mass_matrix);
   EXPECT_EQ(b.batch.status(127), Status::ok);
 }

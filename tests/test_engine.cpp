@@ -198,6 +198,135 @@ TEST(Engine, AFailingSystemStopsAloneWithItsStatus) {
   }
 }
 
+// Every kind of failure in one batch run with events, monitors and a
+// residual limit: each bad system stops alone with its status, at its last
+// good state, with t_stop the time of that state; every other system's
+// state and counters are bitwise those of a run without the bad ones; the
+// reference backend gives the bad ones the same statuses and stop times.
+TEST(Engine, FailuresOfEveryKindStayInTheirSystemWithTheirTime) {
+  constexpr int N = 37;
+  const RunOptions run{.dt = 1e-3, .t_end = 0.6, .residual_limit = 1e-6};
+  auto bad = [](Batch<models::BeadOnRing<double>>& b) {
+    auto p = b.params(3);
+    p.m = -1;  // mass matrix not positive definite
+    b.set_params(3, p);
+    p = b.params(11);
+    p.mu = std::numeric_limits<double>::quiet_NaN();  // C is NaN
+    b.set_params(11, p);
+    const double nan2[2] = {std::numeric_limits<double>::quiet_NaN(), 0.0}, q20[2] = {b.q(20, 0), b.q(20, 1)};
+    b.set_state(20, q20, nan2, b.t(20));  // a NaN velocity
+    // Fast enough to drift by more than 1e-6 within the run.
+    const double q[2] = {b.q(29, 0), b.q(29, 1)}, qd[2] = {60 * b.qd(29, 0), 60 * b.qd(29, 1)};
+    b.set_state(29, q, qd, b.t(29));
+  };
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    SCOPED_TRACE(std::string(to_string(be)));
+    RandomBatch<models::BeadOnRing> b(N, 12), clean(N, 12);
+    bad(b.batch);
+    advance(b.batch, be, run, std::numeric_limits<long>::max(), {.threads = 2, .chunk = 5});
+    advance(clean.batch, be, run);
+    EXPECT_EQ(b.batch.status(3), Status::failed_mass_matrix);
+    EXPECT_EQ(b.batch.status(11), Status::failed_nonfinite);
+    EXPECT_EQ(b.batch.status(20), Status::failed_nonfinite);
+    EXPECT_EQ(b.batch.status(29), Status::failed_residual);
+    for (int i : {3, 11, 20}) {
+      EXPECT_EQ(b.batch.steps(i), 0) << i;
+      EXPECT_EQ(b.batch.t_stop(i), b.samples[std::size_t(i)].t) << i;
+      EXPECT_EQ(b.batch.t(i), b.samples[std::size_t(i)].t) << i;
+    }
+    // The drifting system stopped after some steps, at its last state within
+    // the limit: the same run with that many steps as its step limit ends
+    // bitwise there and within the limit.
+    const std::int64_t k = b.batch.steps(29);
+    EXPECT_GT(k, 0);
+    EXPECT_EQ(b.batch.t_stop(29), b.batch.t(29));
+    EXPECT_LE(b.batch.res_pos(29), 1e-6);
+    EXPECT_LE(b.batch.res_vel(29), 1e-6);
+    RandomBatch<models::BeadOnRing> again(N, 12);
+    bad(again.batch);
+    RunOptions limited = run;
+    limited.max_steps = k;
+    advance(again.batch, be, limited);
+    EXPECT_EQ(again.batch.t(29), b.batch.t(29));
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_EQ(again.batch.q(29, j), b.batch.q(29, j));
+      EXPECT_EQ(again.batch.qd(29, j), b.batch.qd(29, j));
+    }
+    int others = 0;
+    for (int i = 0; i < N; ++i) {
+      if (i == 3 || i == 11 || i == 20 || i == 29) continue;
+      ++others;
+      EXPECT_TRUE(same_bits(b.batch, i, clean.batch, i, 2)) << i;
+      EXPECT_EQ(b.batch.steps(i), clean.batch.steps(i)) << i;
+      EXPECT_EQ(b.batch.events(i), clean.batch.events(i)) << i;
+      EXPECT_EQ(b.batch.res_pos(i), clean.batch.res_pos(i)) << i;
+      EXPECT_TRUE(b.batch.t_stop(i) == clean.batch.t_stop(i) ||
+                  (std::isnan(b.batch.t_stop(i)) && std::isnan(clean.batch.t_stop(i)))) << i;
+    }
+    EXPECT_EQ(others, N - 4);
+    EXPECT_GT(clean.batch.steps(0), 100) << "guard: the systems moved";
+  }
+}
+
+// A particle on a line with two rows for x'' that agree (b1 == b2) or
+// contradict each other (b1 != b2): the least-squares q'' takes their mean.
+template <class T>
+struct TwoRows {
+  using Scalar = T;
+  static constexpr const char* name = "two_rows";
+  static constexpr const char* summary = "test model: two rows on one coordinate";
+  static constexpr int n = 2, m = 2;
+  static constexpr std::array<const char*, n> coords{"x", "y"};
+  struct Params {
+    T b1 = T(1), b2 = T(1);
+  };
+  template <class P, class F>
+  UKB_HD static constexpr void visit_params(P& p, F&& f) {
+    f("b1", p.b1, "first row's right-hand side");
+    f("b2", p.b2, "second row's right-hand side");
+  }
+  UKB_HD static void mass(const T*, T, const Params&, T* M) {
+    M[0] = T(2), M[1] = T(0), M[2] = T(0), M[3] = T(1);
+  }
+  UKB_HD static void force(const T*, const T*, T, const Params&, T* Q) { Q[0] = T(0.5), Q[1] = T(-1); }
+  UKB_HD static void constraints(const T*, const T*, T, const Params& p, T* A, T* b) {
+    A[0] = T(1), A[1] = T(0), A[2] = T(1), A[3] = T(0);
+    b[0] = p.b1, b[1] = p.b2;
+  }
+  UKB_HD static void nonideal(const T*, const T*, T, const Params&, const T*, const T*, T* C) {
+    C[0] = C[1] = T(0);
+  }
+};
+
+TEST(Engine, InconsistentConstraintsAreCountedAlikeOnCpuAndReference) {
+  using Mo = TwoRows<double>;
+  // b2 - b1 = 0: consistent; 1e-12: round-off, consistent; 1e-3 and 1:
+  // contradictory, q'' = (b1 + b2) / 2 in the least-squares sense.
+  const double gaps[] = {0.0, 1e-12, 1e-3, 1.0};
+  Batch<Mo> cpu(4), ref(4);
+  for (Batch<Mo>* b : {&cpu, &ref})
+    for (int i = 0; i < 4; ++i) {
+      b->set_params(i, {1.0, 1.0 + gaps[i]});
+      const double q[2] = {0, 0}, qd[2] = {0, 0};
+      b->set_state(i, q, qd);
+    }
+  const RunOptions run{.dt = 1e-2, .t_end = 0.5};
+  advance(cpu, Backend::cpu, run);
+  advance(ref, Backend::reference, run);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(cpu.steps(i), 50) << i;
+    EXPECT_EQ(cpu.inconsistent(i), i < 2 ? 0 : 50) << i;
+    EXPECT_EQ(ref.inconsistent(i), cpu.inconsistent(i)) << i;
+    // x = (b1 + b2) / 4 t^2 (mass 2 along x), y free under Q_y = -1.
+    EXPECT_NEAR(cpu.q(i, 0), (2.0 + gaps[i]) / 4 * 0.25, 1e-14) << i;
+    EXPECT_NEAR(cpu.q(i, 1), -0.5 * 0.25, 1e-14) << i;
+  }
+  // The reference's flag for one evaluation, and its residual.
+  const reference::Result r = reference::evaluate<Mo>({1.0, 2.0}, Eigen::Vector2d(0, 0), Eigen::Vector2d(0, 0), 0.0);
+  EXPECT_TRUE(r.inconsistent);
+  EXPECT_NEAR(r.constraint_residual, 0.5, 1e-15);
+}
+
 TEST(Engine, BadArgumentsAreRefused) {
   Batch<models::BeadOnRing<double>> b(3);
   EXPECT_THROW(step(b, Backend::cpu, 0.0, 10), std::invalid_argument);
@@ -228,11 +357,11 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusOutputs) {
   // (5 n + m + 4 + np) scalars (state, outputs, run monitors, parameters),
-  // three 32-bit integers (status, rank, events) and three 64-bit counters
-  // (steps, rank_drops, proj_fails).
-  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 24.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 188u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 36u);
+  // three 32-bit integers (status, rank, events) and four 64-bit counters
+  // (steps, rank_drops, proj_fails, inconsistent).
+  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 32.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 196u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 44u);
 }
 
 // The CUDA backend on a real GPU (skipped here without one).

@@ -69,6 +69,36 @@ TEST(Registry, ChainCoordinatesAreNumberedPairs) {
   EXPECT_EQ(chain->coords.back(), "y12");
 }
 
+// Masses and lengths must be > 0 and friction or damping coefficients >= 0
+// (issue: ranges are validated); the ranges come from the descriptions.
+TEST(Registry, ParameterRangesFollowTheirDescriptionsAndAdmitTheDefaults) {
+  int positive = 0, nonnegative = 0;
+  for (const ModelInfo& m : all_models())
+    for (const ParamInfo& p : m.params) {
+      SCOPED_TRACE(m.name + "." + p.name);
+      EXPECT_TRUE(p.admits(p.default_value));
+      EXPECT_FALSE(p.admits(std::numeric_limits<double>::quiet_NaN()));
+      const bool mass_or_length = p.name == "m" || p.name == "m1" || p.name == "m2" || p.name == "R" ||
+                                  p.name == "l" || p.name == "l1" || p.name == "l2";
+      if (mass_or_length) {
+        ++positive;
+        EXPECT_FALSE(p.admits(0.0));
+        EXPECT_TRUE(p.admits(1e-300));
+        EXPECT_EQ(p.range(), "> 0");
+      } else if (p.name == "mu" || p.name == "c") {
+        ++nonnegative;
+        EXPECT_TRUE(p.admits(0.0));
+        EXPECT_FALSE(p.admits(-1e-300));
+        EXPECT_EQ(p.range(), ">= 0");
+      } else {
+        EXPECT_TRUE(p.admits(-1e300)) << "no range stated";
+        EXPECT_EQ(p.range(), "finite");
+      }
+    }
+  EXPECT_GE(positive, 12);
+  EXPECT_GE(nonnegative, 6);
+}
+
 TEST(Registry, SuggestsCloseNames) {
   const std::vector<std::string> names = {"bead_on_ring", "incline_block", "two_link_arm"};
   EXPECT_EQ(closest_match("bead_on_rign", names), "bead_on_ring");

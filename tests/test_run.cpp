@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
+#include <random>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "cli_support.hpp"
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
+#include "checkpoint.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::test {
@@ -527,25 +530,35 @@ TEST(Outputs, NoProgressLineWhenStderrIsNotATerminal) {
 }
 
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
-  // A ring bead of mass 0 has no positive definite mass matrix: it fails at
-  // once, alone; the others keep their results. With a finite t_end that is
-  // not reached in max_steps steps, the status is max_steps; without a
-  // finite t_end, max_steps steps is a finished run.
+  // A ring bead released at omega = 50 drifts off the ring by about 1e-3
+  // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =
+  // 1e-3 it fails, alone, at its last step within the limit; the others keep
+  // their results. With a finite t_end that is not reached in max_steps
+  // steps, the status is max_steps; without a finite t_end, max_steps steps
+  // is a finished run.
   const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
   std::ofstream(cfg) << "model = \"bead_on_ring\"\nsamples = 6\n[integrator]\ndt = 0.01\nt_end = 10.0\n"
-                        "max_steps = 50\n[params]\nm = [1.0, 0.0, 2.0]\nmu = 0.05\n"
+                        "max_steps = 50\nresidual_limit = 1e-3\n[params]\nmu = 0.05\n"
+                        "[initial]\ntheta = 0.0\nomega = [0.0, 50.0, 5.0]\n"
                         "[output]\nformats = [\"npy\"]\n";
   const CliRun r = run_cli("run " + cfg + " --out " + dir + " --quiet");
   EXPECT_EQ(r.code, 1) << r.err;  // some sample failed; the outputs are written
   EXPECT_FALSE(fs::exists(fs::path(dir) / "results.csv"));
   ASSERT_TRUE(fs::exists(fs::path(dir) / "results.npy"));
   const nlohmann::json sum = nlohmann::json::parse(slurp(fs::path(dir) / "summary.json"));
-  EXPECT_EQ(sum["status_counts"]["failed_mass_matrix"].get<int>(), 2);
+  EXPECT_EQ(sum["status_counts"]["failed_residual"].get<int>(), 2);
   EXPECT_EQ(sum["status_counts"]["max_steps"].get<int>(), 4);
   // max_steps is neither finished nor at_rest: no successful sample.
   EXPECT_EQ(sum["observables"]["t_final"]["successful"]["count"].get<int>(), 0);
   EXPECT_NEAR(sum["observables"]["t_final"]["by_status"]["max_steps"]["min"].get<double>(), 0.5, 1e-12);
-  EXPECT_EQ(sum["observables"]["t_final"]["by_status"]["failed_mass_matrix"]["max"].get<double>(), 0.0);
+  // The failed samples stopped before 0.5 with their largest residual
+  // within the limit, and t_stop is the time of that last good state.
+  const nlohmann::json& failed = sum["observables"];
+  EXPECT_LT(failed["t_final"]["by_status"]["failed_residual"]["max"].get<double>(), 0.5);
+  EXPECT_GT(failed["t_final"]["by_status"]["failed_residual"]["min"].get<double>(), 0.0);
+  EXPECT_EQ(failed["t_stop"]["by_status"]["failed_residual"]["max"], failed["t_final"]["by_status"]["failed_residual"]["max"]);
+  EXPECT_LE(failed["res_vel_max"]["by_status"]["failed_residual"]["max"].get<double>(), 1e-3);
+  EXPECT_LE(failed["res_pos_max"]["by_status"]["failed_residual"]["max"].get<double>(), 1e-3);
 
   Config c = config(ring_toml(3) + "");
   c.run.t_end = std::numeric_limits<double>::infinity();
@@ -676,7 +689,33 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
        {"stabilization.tol", "expected a relative tolerance in [1e-15, 1)"}},
       {"projection without iterations", base + "[stabilization]\nmethod = \"projection\"\nmax_iter = 0\n",
        {"stabilization.max_iter", "expected an integer in [1, 100]"}},
+      // Parameter ranges (the models' descriptions: masses and lengths > 0, mu >= 0).
+      {"zero mass", with("mu = {", "m = 0.0\nmu = {"), {"params.m", "expected a value > 0, got 0", "bead mass"}},
+      {"negative mu", with("{ dist = \"uniform\", min = 0.05, max = 0.5 }", "-0.1"), {"params.mu", "expected a value >= 0, got -0.1"}},
+      {"uniform mu below 0", with("min = 0.05, max = 0.5", "min = -0.05, max = 0.5"), {"params.mu.min", "expected a value >= 0"}},
+      {"untruncated normal radius", with("mu = {", "R = { dist = \"normal\", mean = 1.0, sd = 0.1 }\nmu = {"),
+       {"params.R", "a normal distribution reaches every value below 0", "truncate it with min"}},
+      {"list with a negative radius", with("mu = {", "R = [1.0, -2.0]\nmu = {"), {"params.R[1]", "expected a value > 0, got -2"}},
+      {"grid of masses from 0", with("mu = {", "m = { dist = \"grid\", min = 0.0, max = 1.0, count = 3 }\nmu = {"),
+       {"params.m.min", "expected a value > 0"}},
+      {"values table with a zero mass", with("mu = {", "m = { dist = \"values\", values = [1.0, 0.0] }\nmu = {"),
+       {"params.m.values[1]", "expected a value > 0"}},
+      // Limits, checkpoints, other types.
+      {"residual limit 0", with("dt = 0.01", "dt = 0.01\nresidual_limit = 0.0"), {"integrator.residual_limit", "expected a residual > 0"}},
+      {"residual limit as text", with("dt = 0.01", "dt = 0.01\nresidual_limit = \"small\""),
+       {"integrator.residual_limit", "expected a number, got a string"}},
+      {"negative checkpoint interval", base + "[output]\ncheckpoint_interval = -1.0\n",
+       {"output.checkpoint_interval", "expected seconds >= 0"}},
+      {"misspelt checkpoint key", base + "[output]\ncheckpoint_intervall = 10.0\n",
+       {"output.checkpoint_intervall", "did you mean 'checkpoint_interval'"}},
+      {"NaN time step", with("dt = 0.01", "dt = nan"), {"integrator.dt", "expected a finite number"}},
+      {"negative threads", with("seed = 7", "seed = 7\nthreads = -1"), {"'threads'", "expected an integer in [0, 4096]"}},
+      {"negative seed", with("seed = 7", "seed = -7"), {"'seed'", "expected an integer in [0,"}},
+      {"zero histogram bins", base + "[output]\nhistogram_bins = 0\n", {"output.histogram_bins", "expected an integer in [1,"}},
+      {"params not a table", "params = 3\n" + with("[params]\nmu = { dist = \"uniform\", min = 0.05, max = 0.5 }\n", ""),
+       {"'params'", "expected a table, got an integer"}},
   };
+  ASSERT_GE(cases.size(), 30u);
   for (const BadConfig& b : cases) {
     const std::string cfg = unique_path("bad.toml"), dir = unique_path("never");
     std::ofstream(cfg) << b.toml;
@@ -706,6 +745,182 @@ TEST(BadInput, UnwritableOutputDirectoryAndMissingConfigAreRefused) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("cannot read the config file"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(file), "x");
+}
+
+// ---- checkpoints and resume ------------------------------------------------
+
+// A ring run of `samples` samples in chunks of 40, checkpointing after every
+// chunk, with sweep axes and a recorded sample (so every output is made).
+std::string resumable_toml(long samples, const std::string& top = "") {
+  return top + ring_toml(samples, "chunk = 40\n") +
+         "[output]\ncheckpoint_interval = 0.0\nrecord = [3]\nrecord_every = 500\n";
+}
+
+TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
+  const Config c = config(resumable_toml(300));
+  const fs::path whole = run_into(c, "whole");
+  const std::string csv = slurp(whole / "results.csv"), npy = slurp(whole / "results.npy"),
+                    sum = slurp(whole / "summary.json"), traj = slurp(whole / "trajectories.csv");
+  ASSERT_GT(csv.size(), 1000u);
+  EXPECT_FALSE(fs::exists(whole / "checkpoint.ukb")) << "a complete run removes its checkpoint";
+  // Stop after 1, 3 and 7 chunks (40 samples each); resume with other
+  // threads and chunk sizes, which do not change the results.
+  for (long stop_after : {1L, 3L, 7L}) {
+    SCOPED_TRACE("stop after " + std::to_string(stop_after) + " chunks");
+    const fs::path dir = unique_path("part" + std::to_string(stop_after));
+    fs::remove_all(dir);
+    volatile std::sig_atomic_t stop = 0;
+    long chunks = 0;
+    const run::Outcome o = run::execute(
+        c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks >= stop_after; }});
+    ASSERT_TRUE(o.interrupted);
+    EXPECT_EQ(o.done, 40 * stop_after);
+    EXPECT_TRUE(fs::exists(dir / "checkpoint.ukb"));
+    EXPECT_FALSE(fs::exists(dir / "results.csv")) << "an interrupted run writes only its checkpoint";
+    const run::Checkpoint k = run::read_checkpoint(dir / "checkpoint.ukb");
+    EXPECT_EQ(k.done, 40 * stop_after);
+    Config again = c;
+    again.threads = 2, again.chunk = 17 * stop_after;
+    const run::Outcome r = run::execute(again, {.out_dir = dir.string(), .resume = true});
+    EXPECT_FALSE(r.interrupted);
+    EXPECT_EQ(slurp(dir / "results.csv"), csv);
+    EXPECT_EQ(slurp(dir / "results.npy"), npy);
+    EXPECT_EQ(slurp(dir / "summary.json"), sum);
+    EXPECT_EQ(slurp(dir / "trajectories.csv"), traj);
+    EXPECT_FALSE(fs::exists(dir / "checkpoint.ukb"));
+  }
+  // Interrupted twice: the second run continues the first checkpoint and
+  // writes its own.
+  const fs::path dir = unique_path("twice");
+  fs::remove_all(dir);
+  volatile std::sig_atomic_t stop = 0;
+  const auto once = [&](long) { stop = 1; };
+  EXPECT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = once}).interrupted);
+  stop = 0;
+  const run::Outcome second = run::execute(c, {.out_dir = dir.string(), .resume = true, .stop = &stop, .after_chunk = once});
+  EXPECT_TRUE(second.interrupted);
+  EXPECT_EQ(second.done, 80);
+  run::execute(c, {.out_dir = dir.string(), .resume = true});
+  EXPECT_EQ(slurp(dir / "results.csv"), csv);
+}
+
+// The demo's config (fewer samples, smaller chunks): stopped after its second
+// chunk and resumed, it gives the uninterrupted run's results.csv.
+TEST(Resume, TheDemoConfigInterruptedAndResumedGivesTheSameResults) {
+  Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/ring_friction.toml");
+  c.samples = 2000, c.chunk = 300, c.record = {0, 1};
+  const std::string csv = slurp(run_into(c, "whole") / "results.csv");
+  const fs::path dir = unique_path("part");
+  fs::remove_all(dir);
+  volatile std::sig_atomic_t stop = 0;
+  long chunks = 0;
+  const run::Outcome o =
+      run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks == 2; }});
+  ASSERT_TRUE(o.interrupted);
+  EXPECT_EQ(o.done, 600);
+  run::execute(c, {.out_dir = dir.string(), .resume = true});
+  EXPECT_EQ(slurp(dir / "results.csv"), csv);
+}
+
+// Signals at random instants, by the CLI: SIGINT or SIGTERM finishes the
+// chunk, writes the checkpoint and exits 130 / 143 saying how to continue;
+// `ukb run --resume DIR` then gives the uninterrupted run's results.csv.
+TEST(Resume, SignalsAtRandomInstantsThenResumeGiveTheSameResults) {
+  const std::string cfg = unique_path("c.toml");
+  std::ofstream(cfg) << resumable_toml(4000, "threads = 1\n");  // about 1 s in a Release build
+  const std::string whole = unique_path("whole");
+  fs::remove_all(whole);
+  ASSERT_EQ(run_cli("run " + cfg + " --out " + whole + " --quiet").code, 0);
+  const std::string csv = slurp(fs::path(whole) / "results.csv");
+  std::mt19937 rng(20261122);
+  std::uniform_real_distribution<double> delay(0.1, 0.6);
+  int interrupted = 0;
+  for (const char* sig : {"INT", "TERM", "INT", "TERM"}) {
+    const std::string dir = unique_path(std::string("sig") + std::to_string(interrupted) + sig);
+    fs::remove_all(dir);
+    char sleep[32];
+    std::snprintf(sleep, sizeof sleep, "%.3f", delay(rng));
+    const std::string err = unique_path("err.txt");
+    const std::string sh = std::string(UKB_CLI_PATH) + " run " + cfg + " --out " + dir + " --quiet 2>" + err +
+                           " >/dev/null & p=$!; sleep " + sleep + "; kill -" + sig + " $p; wait $p; echo $?";
+    FILE* pipe = popen(sh.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buf[64] = {0};
+    const std::size_t got = fread(buf, 1, sizeof buf - 1, pipe);
+    pclose(pipe);
+    const int code = std::atoi(std::string(buf, got).c_str());
+    SCOPED_TRACE(std::string("SIG") + sig + " after " + sleep + " s: exit " + std::to_string(code));
+    if (code == 0) {  // finished before the signal came
+      EXPECT_EQ(slurp(fs::path(dir) / "results.csv"), csv);
+      continue;
+    }
+    ++interrupted;
+    EXPECT_EQ(code, std::string(sig) == "INT" ? 130 : 143) << slurp(err);
+    EXPECT_NE(slurp(err).find("continue with: ukb run --resume " + dir), std::string::npos) << slurp(err);
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "results.csv"));
+    const CliRun r = run_cli("run --resume " + dir + " --quiet");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(slurp(fs::path(dir) / "results.csv"), csv);
+  }
+  EXPECT_GE(interrupted, 2) << "guard: the run is long enough for the signals to land in it";
+}
+
+TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
+  const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
+  std::ofstream(cfg) << resumable_toml(200);
+  fs::remove_all(dir);
+  {
+    volatile std::sig_atomic_t stop = 0;
+    const Config c = run::load_config(cfg);
+    ASSERT_TRUE(run::execute(c, {.out_dir = dir, .stop = &stop, .after_chunk = [&](long) { stop = 1; }}).interrupted);
+  }
+  const fs::path file = fs::path(dir) / "checkpoint.ukb";
+  const std::string good = slurp(file);
+  auto refused = [&](const std::string& what, const std::string& content, const std::string& args,
+                     const std::vector<std::string>& expect) {
+    SCOPED_TRACE(what);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << content;
+    const CliRun r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    for (const std::string& e : expect) EXPECT_NE(r.err.find(e), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(file), content) << "a refused checkpoint is left as it was";
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "results.csv"));
+  };
+  const std::string resume = "run --resume " + dir + " --quiet";
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  refused("a flipped bit", flipped, resume, {file.string(), "corrupted (checksum mismatch)", "cannot be resumed"});
+  refused("truncated", good.substr(0, good.size() - 100), resume, {"truncated"});
+  refused("empty", "", resume, {"not a ukb checkpoint"});
+  refused("not a checkpoint", "model = \"bead_on_ring\"\n", resume, {"not a ukb checkpoint"});
+  // Another version (the checksum is right: written by the format's writer).
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  run::Checkpoint k = run::read_checkpoint(file);
+  k.version = "0.0.9";
+  run::write_checkpoint(file, k);
+  refused("another version", slurp(file), resume, {"written by ukb 0.0.9", "this is ukb"});
+  // Another config, another backend.
+  const std::string other = unique_path("other.toml");
+  std::string text = resumable_toml(200);
+  text.replace(text.find("seed = 7"), 8, "seed = 8");
+  std::ofstream(other) << text;
+  refused("another config", good, "run " + other + " --resume " + dir + " --quiet",
+          {"belongs to another config", "seed: 7 in the checkpoint, 8 now"});
+  refused("another backend", good, resume + " --backend reference",
+          {"belongs to another config", "backend: \"cpu\" in the checkpoint, \"reference\" now"});
+  // A fresh run into the directory would overwrite the checkpoint.
+  refused("a fresh run over a checkpoint", good, "run " + cfg + " --out " + dir + " --quiet",
+          {"holds the checkpoint of an unfinished run", "ukb run --resume " + dir});
+  // Nothing to resume.
+  const std::string empty = unique_path("empty");
+  fs::create_directories(empty);
+  const CliRun none = run_cli("run --resume " + empty + " --quiet");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("holds no checkpoint"), std::string::npos) << none.err;
+  // The good checkpoint still resumes.
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  EXPECT_EQ(run_cli(resume).code, 0);
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "results.csv"));
 }
 
 }  // namespace

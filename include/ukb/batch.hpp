@@ -38,22 +38,23 @@ struct BatchView {
   std::int32_t* rank = nullptr;  ///< last evaluated rank of B (N)
   std::int64_t* steps = nullptr;   ///< accepted integration steps since set_state (N)
   std::int32_t* events = nullptr;  ///< located events since set_state (N)
-  T* t_stop = nullptr;       ///< time the system came to rest; NaN unless at_rest (N)
+  T* t_stop = nullptr;       ///< at_rest: the event time; failed_*: the last good time; else NaN (N)
   T* res_pos = nullptr;      ///< largest position-level constraint residual seen (N)
   T* res_vel = nullptr;      ///< largest velocity-level constraint residual seen (N)
   std::int64_t* rank_drops = nullptr;  ///< steps with an evaluation where rank(B) < m (N)
   std::int64_t* proj_fails = nullptr;  ///< steps whose projection did not converge (N)
+  std::int64_t* inconsistent = nullptr;  ///< steps with an inconsistent evaluation (N)
 };
 
 /// Bytes a batch stores per system: the state (2n + 1 scalars), the
 /// parameters (np), the outputs of an evaluation (3n + m), the run monitors
 /// (3 scalars: t_stop, res_pos, res_vel), three 32-bit integers (status,
-/// rank, events) and three 64-bit counters (steps, rank_drops, proj_fails).
-/// Nothing else is allocated, and nothing per step.
+/// rank, events) and four 64-bit counters (steps, rank_drops, proj_fails,
+/// inconsistent). Nothing else is allocated, and nothing per step.
 template <Model Mo>
 constexpr std::size_t bytes_per_system() {
   return sizeof(typename Mo::Scalar) * (5 * Mo::n + Mo::m + 4 + param_count<Mo>()) +
-         3 * sizeof(std::int32_t) + 3 * sizeof(std::int64_t);
+         3 * sizeof(std::int32_t) + 4 * sizeof(std::int64_t);
 }
 
 namespace detail {
@@ -99,7 +100,7 @@ class Batch {
         status_(N, 0), qdd_(std::size_t(n) * N), Qc_ideal_(std::size_t(n) * N),
         Qc_nonideal_(std::size_t(n) * N), lambda_(std::size_t(m) * N), rank_(N, 0), steps_(N, 0),
         events_(N, 0), t_stop_(N, std::numeric_limits<T>::quiet_NaN()), res_pos_(N, T(0)),
-        res_vel_(N, T(0)), rank_drops_(N, 0), proj_fails_(N, 0) {
+        res_vel_(N, T(0)), rank_drops_(N, 0), proj_fails_(N, 0), inconsistent_(N, 0) {
     if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
     for (int i = 0; i < N; ++i) set_params(i, Params{});
   }
@@ -115,7 +116,7 @@ class Batch {
 
   /// Sets the state of system i (q and qd: n values each), marks it ok and
   /// resets its run monitors (steps, events, t_stop, residuals, rank_drops,
-  /// proj_fails).
+  /// proj_fails, inconsistent).
   void set_state(int i, const T* q, const T* qd, T t = T(0)) {
     check(i);
     for (int j = 0; j < n; ++j) {
@@ -128,7 +129,7 @@ class Batch {
     events_[i] = 0;
     t_stop_[i] = std::numeric_limits<T>::quiet_NaN();
     res_pos_[i] = res_vel_[i] = T(0);
-    rank_drops_[i] = proj_fails_[i] = 0;
+    rank_drops_[i] = proj_fails_[i] = inconsistent_[i] = 0;
   }
 
   /// Component j of the position / velocity of system i, its time, status.
@@ -145,7 +146,8 @@ class Batch {
   int rank(int i) const { return rank_[check(i)]; }
 
   /// Run monitors of system i since its set_state: accepted steps, located
-  /// events, the time it came to rest (NaN unless at_rest), the largest
+  /// events, t_stop (at_rest: the time it came to rest; failed_*: the time
+  /// of its last good state, where the failing step began; else NaN), the largest
   /// position- and velocity-level constraint residuals seen (0 where not
   /// monitored: see RunOptions::monitor and the model's `residual`).
   std::int64_t steps(int i) const { return steps_[check(i)]; }
@@ -158,13 +160,17 @@ class Batch {
   /// not converge (RunOptions::stabilization).
   std::int64_t rank_drops(int i) const { return rank_drops_[check(i)]; }
   std::int64_t proj_fails(int i) const { return proj_fails_[check(i)]; }
+  /// Accepted steps of system i in which an evaluation was inconsistent:
+  /// |A q'' - b| above kernels::consistency_rtol (the rows contradict each
+  /// other; q'' is their least-squares compromise).
+  std::int64_t inconsistent(int i) const { return inconsistent_[check(i)]; }
 
   /// The SoA view handed to backends.
   BatchView<Mo> view() {
     return {N_, q_.data(), qd_.data(), t_.data(), params_.data(), status_.data(),
             qdd_.data(), Qc_ideal_.data(), Qc_nonideal_.data(), lambda_.data(), rank_.data(),
             steps_.data(), events_.data(), t_stop_.data(), res_pos_.data(), res_vel_.data(),
-            rank_drops_.data(), proj_fails_.data()};
+            rank_drops_.data(), proj_fails_.data(), inconsistent_.data()};
   }
 
  private:
@@ -184,7 +190,7 @@ class Batch {
   std::vector<std::int64_t> steps_;
   std::vector<std::int32_t> events_;
   std::vector<T> t_stop_, res_pos_, res_vel_;
-  std::vector<std::int64_t> rank_drops_, proj_fails_;
+  std::vector<std::int64_t> rank_drops_, proj_fails_, inconsistent_;
 };
 
 }  // namespace ukb

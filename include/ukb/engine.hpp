@@ -118,6 +118,10 @@ struct RunOptions {
   double baumgarte_gamma = -1;  ///< nonholonomic decay rate (1/time); < 0: alpha
   double projection_tol = -1;   ///< relative, in [4 eps, 1) of the scalar; < 0: default_projection_tol
   int projection_iters = 4;     ///< Gauss–Newton corrections per level at most (>= 1)
+  /// A system whose constraint residual (the model's `residual`, position or
+  /// velocity level) exceeds this after a step, or is NaN, fails with
+  /// Status::failed_residual at its last good state; +inf: no limit (> 0).
+  double residual_limit = std::numeric_limits<double>::infinity();
 
   /// The projection tolerance for scalar T with the default filled in.
   template <class T>
@@ -192,13 +196,16 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
       const reference::AccelFn f0 = reference::accel_fn<Mo>(
           p, {s.rank_rtol, s.baumgarte.on, s.baumgarte.alpha, s.baumgarte.beta, s.baumgarte.gamma});
       int min_rank = Mo::m;
+      bool bad_rows = false;
       const reference::AccelFn f = [&](const Eigen::VectorXd& q, const Eigen::VectorXd& qd,
                                        double t) {
         reference::Result r = f0(q, qd, t);
         if (r.status == Status::ok) min_rank = std::min(min_rank, r.rank);
+        if (r.status == Status::ok && r.inconsistent) bad_rows = true;
         return r;
       };
-      std::int64_t steps = b.steps(i), rank_drops = b.rank_drops(i), proj_fails = b.proj_fails(i);
+      std::int64_t steps = b.steps(i), rank_drops = b.rank_drops(i), proj_fails = b.proj_fails(i),
+                   inconsistent = b.inconsistent(i);
       int events = b.events(i);
       double rp = b.res_pos(i), rv = b.res_vel(i);
       auto monitor = [&](const reference::State& y) {
@@ -261,6 +268,7 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
         };
         bool clean = true;
         min_rank = Mo::m;
+        bad_rows = false;
         st = with_events && g != 0.0 ? checked_step(x, h, clean) : reference::rk4_step(f, x, h);
         if (st != Status::ok) break;
         if (with_events && !clean) {
@@ -283,12 +291,20 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
           pr = reference::project<Mo>(p, x, s.projection.tol, s.projection.max_iter, s.rank_rtol);
           st = pr.status;
         }
+        if constexpr (HasResidual<Mo>) {
+          if (st == Status::ok && std::isfinite(s.residual_limit)) {
+            double a, c;
+            Mo::residual(x.q.data(), x.qd.data(), x.t, p, a, c);
+            if (!(a <= s.residual_limit && c <= s.residual_limit)) st = Status::failed_residual;
+          }
+        }
         if (st != Status::ok) {  // keep the state before this step
           x = x0;
           break;
         }
         ++steps;
         if (min_rank < Mo::m) ++rank_drops;
+        if (bad_rows) ++inconsistent;
         if (!pr.converged) ++proj_fails;
         if (with_events) {
           if (!clean) {
@@ -305,11 +321,14 @@ void reference_integrate(Batch<Mo>& b, const kernels::RunSettings<double>& s) {
       } else if (st == Status::ok && steps >= s.max_steps && std::isfinite(s.t_end) &&
                  s.t_end - x.t > s.dt * 1e-9) {
         st = Status::max_steps;
+      } else if (st != Status::ok) {
+        v.t_stop[i] = x.t;
       }
       for (int j = 0; j < Mo::n; ++j) v.q[std::size_t(j) * v.N + i] = x.q(j), v.qd[std::size_t(j) * v.N + i] = x.qd(j);
       v.t[i] = x.t;
       v.steps[i] = steps;
       v.rank_drops[i] = rank_drops;
+      v.inconsistent[i] = inconsistent;
       v.proj_fails[i] = proj_fails;
       v.events[i] = events;
       v.res_pos[i] = rp;
@@ -346,6 +365,8 @@ inline void check_run(const RunOptions& r) {
         " must be <= 1 (the stabilised drift would be stiff for RK4); lower the rates or dt");
   if (r.projection_iters < 1)
     throw std::invalid_argument("ukb: the projection needs at least 1 iteration");
+  if (!(r.residual_limit > 0))
+    throw std::invalid_argument("ukb: the residual limit must be > 0 (+inf: none)");
 }
 
 // The stabilisation settings of a run, resolved (defaults filled in).
@@ -385,7 +406,8 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
   if (budget < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
   check_options(o);
   s = {static_cast<T>(r.dt), static_cast<T>(r.t_end), r.max_steps, budget,
-       static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor, {}, {}};
+       static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor, {}, {},
+       static_cast<T>(r.residual_limit)};
   stabilization_settings<Mo>(r, s);
   switch (be) {
     case Backend::reference:

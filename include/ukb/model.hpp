@@ -13,7 +13,7 @@
 /// | `static constexpr int m` | number of constraint rows (>= 1, rank may be lower) |
 /// | `static constexpr std::array<const char*, n> coords` | coordinate names |
 /// | `struct Params` | aggregate of `T` fields with default member initialisers |
-/// | `visit_params(p, f)` | calls `f(name, field, description)` for each field, in order |
+/// | `visit_params(p, f)` | calls `f(name, field, description)` for each field, in order; a description ending in `(> x)` or `(>= x)` states the admissible range, which `ukb run`, `ukb accel` and `ukb trajectory` enforce |
 /// | `mass(q, t, p, M)` | `M` (n x n, row-major), symmetric positive definite |
 /// | `force(q, qd, t, p, Q)` | impressed force `Q` (n) |
 /// | `constraints(q, qd, t, p, A, b)` | `A` (m x n, row-major) and `b` (m) of `A q'' = b` |

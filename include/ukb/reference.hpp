@@ -56,6 +56,10 @@ struct Result {
   /// max_i |(A q'' - b)_i|: zero up to round-off when the constraints are
   /// consistent, the least-squares residual when they are not.
   double constraint_residual = 0;
+  /// constraint_residual above kernels::consistency_rtol<double>() times
+  /// max_i (|b_i| + sum_k |A_ik a_k|), a = M^{-1} Q: the rows contradict
+  /// each other (the definition the batch backends count).
+  bool inconsistent = false;
 };
 
 /// The non-ideal force C (n) as a function of Qc_ideal (n) and lambda (m).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,14 +18,24 @@ namespace ukb {
 /// One model parameter.
 struct ParamInfo {
   std::string name;         ///< as in the config file and `--param KEY=VALUE`
-  double default_value;     ///< the value of the model's `Params{}`
+  double default_value = 0; ///< the value of the model's `Params{}`
   std::string description;  ///< meaning, unit and admissible range
+  /// The admissible range, from a description ending in "(> x)" or
+  /// "(>= x)": values above `lower` (or equal to it when lower_inclusive).
+  /// -inf: any finite value.
+  double lower = -std::numeric_limits<double>::infinity();
+  bool lower_inclusive = true;
+
+  /// True where v is admissible (finite and within the range).
+  bool admits(double v) const;
+  /// The range as text: "> 0", ">= 0" or "finite".
+  std::string range() const;
 };
 
 /// A chunk of an ensemble in double precision, structure of arrays (value
 /// j of system i at [j * N + i]), handed to ModelInfo::advance. The run
 /// monitors (steps, events, t_stop, res_pos, res_vel, rank_drops,
-/// proj_fails) carry over between calls, so a run may be split into calls
+/// proj_fails, inconsistent) carry over between calls, so a run may be split into calls
 /// without changing its outcome.
 struct EnsembleChunk {
   int N = 0;
@@ -35,7 +46,7 @@ struct EnsembleChunk {
   std::vector<std::int64_t> steps;   ///< N
   std::vector<std::int32_t> events;  ///< N
   std::vector<double> t_stop, res_pos, res_vel;  ///< N
-  std::vector<std::int64_t> rank_drops, proj_fails;  ///< N
+  std::vector<std::int64_t> rank_drops, proj_fails, inconsistent;  ///< N
 
   /// N systems of a model with n coordinates and np parameters, every one
   /// ok at t = 0 with zero state and counters (t_stop NaN).

@@ -11,7 +11,9 @@
 /// README ("Monte Carlo runs").
 #pragma once
 
+#include <csignal>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -77,6 +79,8 @@ struct Config {
   bool write_csv = true;            ///< results.csv ([output] formats)
   bool write_npy = true;            ///< results.npy ([output] formats)
   std::string out_dir;              ///< [output] dir (the --out option overrides it)
+  double checkpoint_interval = 60;  ///< seconds between checkpoints (0: every chunk; inf: none)
+  std::string text;                 ///< the config file's text (kept in checkpoints)
 
   /// Every input in canonical order: params, then initial.
   std::vector<const Input*> inputs() const;
@@ -108,10 +112,24 @@ std::vector<double> draw_inputs(const Config& c, std::uint64_t sample);
 struct ExecuteOptions {
   std::string out_dir;   ///< the output directory (created; "" : the config's)
   bool progress = false; ///< a progress line on stderr
+  /// Continue the run whose checkpoint is in the output directory (it must
+  /// match the config: see `resume_config`); otherwise an output directory
+  /// holding a checkpoint is refused.
+  bool resume = false;
+  /// When *stop becomes nonzero (e.g. set by a SIGINT handler): the current
+  /// chunk is finished, a checkpoint written, and execute returns with
+  /// Outcome::interrupted. Checked after every chunk.
+  const volatile std::sig_atomic_t* stop = nullptr;
+  /// Called after every chunk with the number of samples done (tests use it
+  /// to interrupt a run at a chosen point).
+  std::function<void(long done)> after_chunk = {};
 };
 
-/// Counts of a finished run.
+/// Counts of a finished (or interrupted) run.
 struct Outcome {
+  bool interrupted = false;  ///< stopped early: only the checkpoint was written
+  long done = 0;             ///< samples done (== samples unless interrupted)
+  std::string checkpoint;    ///< the checkpoint file of an interrupted run
   long samples = 0;
   std::map<std::string, long> status_counts;  ///< by status name (ok is "finished")
   double wall_s = 0;
@@ -125,8 +143,17 @@ struct Outcome {
 /// trajectories.csv (when samples are recorded) and run.json into the
 /// output directory, each under a temporary name renamed when complete.
 /// Throws ConfigError before any work for bad input (inconsistent initial
-/// states, unwritable directory); on any error nothing is left behind.
+/// states, unwritable directory); on any error nothing is left behind but
+/// the last checkpoint. Checkpoints (checkpoint.ukb) are written every
+/// Config::checkpoint_interval seconds and on a stop request, and removed
+/// when the run completes.
 Outcome execute(const Config& c, const ExecuteOptions& o);
+
+/// The config of the run whose checkpoint is in `dir` (for `ukb run
+/// --resume DIR` without a config file): its stored text parsed again, with
+/// the backend it ran on. Throws ConfigError for a missing, damaged or
+/// foreign checkpoint, or one written by another ukb version.
+Config resume_config(const std::string& dir);
 
 /// The status name written to the outputs ("finished" for ok).
 std::string status_name(Status s);

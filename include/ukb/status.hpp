@@ -15,6 +15,7 @@ enum class Status : int {
   failed_nonfinite = 2,    ///< an input or a result is NaN or infinite
   at_rest = 3,             ///< stuck: a located event found the system at rest for good
   max_steps = 4,           ///< the step limit was reached before the end time
+  failed_residual = 5,     ///< a constraint residual exceeded RunOptions::residual_limit
 };
 
 /// Stable lower-case name of a status (as written to JSON and CSV outputs).
@@ -25,6 +26,7 @@ constexpr std::string_view to_string(Status s) {
     case Status::failed_nonfinite: return "failed_nonfinite";
     case Status::at_rest: return "at_rest";
     case Status::max_steps: return "max_steps";
+    case Status::failed_residual: return "failed_residual";
   }
   return "unknown";
 }

@@ -38,7 +38,7 @@ struct DeviceBatch {
   thrust::device_vector<std::int32_t> status, rank, events;
   thrust::device_vector<std::int64_t> steps;
   thrust::device_vector<T> t_stop, res_pos, res_vel;
-  thrust::device_vector<std::int64_t> rank_drops, proj_fails;
+  thrust::device_vector<std::int64_t> rank_drops, proj_fails, inconsistent;
 
   explicit DeviceBatch(const BatchView<Mo>& h)
       : N(h.N), q(h.q, h.q + sz(n)), qd(h.qd, h.qd + sz(n)), t(h.t, h.t + N),
@@ -46,7 +46,8 @@ struct DeviceBatch {
         lambda(sz(m)), status(h.status, h.status + N), rank(N), events(h.events, h.events + N),
         steps(h.steps, h.steps + N), t_stop(h.t_stop, h.t_stop + N),
         res_pos(h.res_pos, h.res_pos + N), res_vel(h.res_vel, h.res_vel + N),
-        rank_drops(h.rank_drops, h.rank_drops + N), proj_fails(h.proj_fails, h.proj_fails + N) {}
+        rank_drops(h.rank_drops, h.rank_drops + N), proj_fails(h.proj_fails, h.proj_fails + N),
+        inconsistent(h.inconsistent, h.inconsistent + N) {}
 
   std::size_t sz(int rows) const { return std::size_t(rows) * std::size_t(N); }
 
@@ -69,7 +70,8 @@ struct DeviceBatch {
             raw_pointer_cast(res_pos.data()),
             raw_pointer_cast(res_vel.data()),
             raw_pointer_cast(rank_drops.data()),
-            raw_pointer_cast(proj_fails.data())};
+            raw_pointer_cast(proj_fails.data()),
+            raw_pointer_cast(inconsistent.data())};
   }
 
   void download_state(const BatchView<Mo>& h) const {
@@ -84,6 +86,7 @@ struct DeviceBatch {
     thrust::copy(res_vel.begin(), res_vel.end(), h.res_vel);
     thrust::copy(rank_drops.begin(), rank_drops.end(), h.rank_drops);
     thrust::copy(proj_fails.begin(), proj_fails.end(), h.proj_fails);
+    thrust::copy(inconsistent.begin(), inconsistent.end(), h.inconsistent);
   }
   void download_outputs(const BatchView<Mo>& h) const {
     thrust::copy(qdd.begin(), qdd.end(), h.qdd);

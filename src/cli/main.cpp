@@ -6,10 +6,12 @@
 //   ukb trajectory --model NAME [--param KEY=VALUE]... --q ... --qd ... --dt DT
 //             --steps K [--every J] [--t0 T] [--out FILE]
 //   ukb run CONFIG [--backend reference|cpu|cuda] [--out DIR] [--threads N] [--quiet]
+//   ukb run [CONFIG] --resume DIR [--threads N] [--quiet]
 //
 // Exit codes: 0 success; 1 the evaluation or integration failed (status in
 // the output; for `run`: some sample failed, the outputs are written);
-// 2 bad input (message on stderr); 3 internal error.
+// 2 bad input (message on stderr); 3 internal error; 130 / 143 `run`
+// interrupted by SIGINT / SIGTERM (a checkpoint is written; --resume continues).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
@@ -26,11 +28,15 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/registry.hpp"
 #include "ukb/run.hpp"
+#include <signal.h>
 #include <unistd.h>
+
+#include <csignal>
 
 namespace {
 
@@ -114,6 +120,10 @@ std::vector<double> resolve_params(const ModelInfo& model, const std::vector<std
     if (seen[i]) throw UsageError("--param: parameter '" + key + "' given twice");
     seen[i] = true;
     values[i] = parse_number(kv.substr(eq + 1), "--param " + key);
+    const ukb::ParamInfo& p = model.params[static_cast<std::size_t>(i)];
+    if (!p.admits(values[i]))
+      throw UsageError("--param " + key + ": expected a value " + p.range() + " (" + p.description +
+                       "), got " + trim(kv.substr(eq + 1)));
   }
   return values;
 }
@@ -264,15 +274,36 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
 }
 
 struct RunArgs {
-  std::string config, backend, out;
+  std::string config, backend, out, resume;
   int threads = -1;
   bool quiet = false;
 };
 
+// Set by SIGINT / SIGTERM during `ukb run`: the run finishes its chunk,
+// writes a checkpoint and stops. The handler is reset by the first signal,
+// so a second one ends the process at once (the last checkpoint stays).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 int cmd_run(const RunArgs& a) {
+  catch_stop_signals();  // first: a signal during start-up also leads to a checkpoint
   ukb::run::Config c;
+  if (a.config.empty() && a.resume.empty())
+    throw UsageError("run: expected a config file (ukb run CONFIG) or --resume DIR");
+  if (!a.resume.empty() && !a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume))
+    throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
+                     "'; expected no --out (or the same directory)");
   try {
-    c = ukb::run::load_config(a.config);
+    c = a.config.empty() ? ukb::run::resume_config(a.resume) : ukb::run::load_config(a.config);
   } catch (const ukb::run::ConfigError& e) {
     throw UsageError(e.what());
   }
@@ -284,11 +315,22 @@ int cmd_run(const RunArgs& a) {
   if (a.threads >= 0) c.threads = a.threads;
   ukb::run::Outcome o;
   try {
-    o = ukb::run::execute(c, {.out_dir = a.out, .progress = !a.quiet && isatty(STDERR_FILENO)});
+    o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
+                              .progress = !a.quiet && isatty(STDERR_FILENO),
+                              .resume = !a.resume.empty(),
+                              .stop = &g_stop_signal,
+                              .after_chunk = {}});
   } catch (const ukb::run::ConfigError& e) {
     throw UsageError(e.what());
   } catch (const ukb::BackendUnavailable& e) {
     throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
+  }
+  if (o.interrupted) {
+    const int sig = g_stop_signal;
+    std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
+              << " of " << o.samples << " samples; checkpoint written to " << o.checkpoint
+              << "\n  continue with: ukb run --resume " << o.out_dir << "\n";
+    return 128 + sig;
   }
   long failed = 0;
   std::cout << "ukb run: " << o.samples << " samples of " << c.model->name << " in "
@@ -306,9 +348,28 @@ int cmd_run(const RunArgs& a) {
   return failed > 0 ? 1 : 0;
 }
 
+// "; option '--stpes' is unknown (did you mean '--steps'?)" for the first option of argv that no
+// subcommand knows and that is close to one that some subcommand does.
+std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> known;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (const CLI::Option* opt : sub->get_options())
+      for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(known.begin(), known.end(), word) != known.end()) continue;
+    const std::string near = ukb::closest_match(word, known);
+    if (!near.empty()) return "; option '" + word + "' is unknown (did you mean '" + near + "'?)";
+  }
+  return "";
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+// The whole CLI; src/cli/entry.cpp's main calls it, and so does fuzz/fuzz_accel.cpp.
+int ukb_cli_main(int argc, char** argv) {
   CLI::App app{"ukb: batched Udwadia-Kalaba solver for constrained systems with non-ideal "
                "constraints"};
   app.set_version_flag("--version", std::string("ukb ") + ukb::version);
@@ -348,7 +409,10 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand(
       "run", "run a Monte Carlo ensemble described by a TOML config (see README: Monte Carlo "
              "runs) and write results.csv, results.npy, summary.json, trajectories.csv, run.json");
-  run->add_option("config", run_args.config, "the config file (TOML)")->required();
+  run->add_option("config", run_args.config, "the config file (TOML); optional with --resume");
+  run->add_option("--resume", run_args.resume,
+                  "continue the interrupted run whose checkpoint is in this directory (results "
+                  "identical to an uninterrupted run)");
   run->add_option("--backend", run_args.backend, "reference, cpu or cuda (default: the config's, else cpu)");
   run->add_option("--out", run_args.out, "output directory (default: output.dir of the config, else ukb-run)");
   run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; default: the config's)")
@@ -379,7 +443,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ukb: " << e.what() << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
+    const std::string hint = unknown_option_hint(app, argc, argv);
+    std::cerr << "ukb: " << e.what() << hint << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
     return 2;
   } catch (const UsageError& e) {
     std::cerr << "ukb: " << e.what() << "\n";

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ukb/kernels/uk.hpp"  // consistency_rtol: a definition, shared on purpose
+
 namespace ukb::reference {
 namespace {
 
@@ -87,6 +89,8 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
   out.qdd = a + L.transpose().triangularView<Eigen::Upper>().solve(z);
   out.Qc_nonideal = L * (chat - svd.pinv_apply(B * chat));
   out.constraint_residual = m > 0 ? (A * out.qdd - b).cwiseAbs().maxCoeff() : 0.0;
+  const double scale = m > 0 ? (b.cwiseAbs() + (A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff() : 0.0;
+  out.inconsistent = out.constraint_residual > kernels::consistency_rtol<double>() * scale;
   out.status = Status::ok;
   if (!finite(out.qdd) || !finite(out.Qc_ideal) || !finite(out.Qc_nonideal) ||
       !finite(out.lambda))

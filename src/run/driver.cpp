@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/run.hpp"
 
@@ -27,15 +28,6 @@ std::string status_name(Status s) { return s == Status::ok ? "finished" : std::s
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One column of the results table, in sample order.
-struct Column {
-  std::string name;
-  bool integer = false;
-  bool input = false;
-  std::vector<double> d;
-  std::vector<std::int64_t> i;
-};
 
 // The results table: sample index, varying inputs, status, observables.
 struct Table {
@@ -159,8 +151,12 @@ class Output {
     for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
     for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
       if (std::find(files_.begin(), files_.end(), n) == files_.end()) fs::remove(dir_ / n);
+    fs::remove(dir_ / checkpoint_name);  // the run is complete
     committed_ = true;
   }
+
+  // The directory holds a checkpoint now: keep it whatever happens.
+  void keep() { created_.clear(); }
 
  private:
   void cleanup() {
@@ -330,6 +326,29 @@ void write_csv(std::ofstream& f, const Table& T) {
 
 }  // namespace
 
+Config resume_config(const std::string& dir) {
+  const fs::path file = fs::path(dir) / checkpoint_name;
+  if (!fs::exists(file))
+    throw ConfigError("--resume: '" + dir + "' holds no checkpoint (" + checkpoint_name +
+                      "): nothing to resume; a completed run removes its checkpoint");
+  const Checkpoint k = read_checkpoint(file);
+  if (k.version != ukb::version)
+    throw ConfigError(file.string() + ": written by ukb " + k.version + ", this is ukb " + ukb::version +
+                      "; resume it with ukb " + k.version + " or start the run again");
+  Config c = parse_config(k.config_text, k.config_path + " (as stored in " + file.string() + ")");
+  c.path = k.config_path;
+  const std::string backend = nlohmann::json::parse(k.identity).at("backend").get<std::string>();
+  if (const std::optional<Backend> b = parse_backend(backend)) c.backend = *b;
+  // A run whose config was changed in code after parsing cannot be rebuilt
+  // from the file's text: resume it through the API, with that config.
+  const std::string diff = identity_difference(k.identity, config_identity(c.to_json()));
+  if (!diff.empty())
+    throw ConfigError(file.string() + ": the stored config text does not give the checkpoint's run (" + diff +
+                      "); resume it with the config it ran with (ukb run CONFIG --resume DIR, or "
+                      "ukb::run::execute with resume = true)");
+  return c;
+}
+
 Outcome execute(const Config& c, const ExecuteOptions& o) {
   const auto start = Clock::now();
   const ModelInfo& M = *c.model;
@@ -388,6 +407,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   T.add("steps", true, S);
   T.add("events", true, S);
   T.add("rank_drops", true, S);
+  T.add("inconsistent", true, S);
   const std::size_t c_energy = T.cols.size();
   if (M.has_potential) {
     T.add("energy_start", false, S);
@@ -403,12 +423,59 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   const std::size_t c_proj = T.cols.size();
   if (projecting) T.add("projection_failures", true, S);
 
-  const EngineOptions eo{.threads = c.threads, .rank_rtol = c.rank_rtol};
-  Progress progress(o.progress, c.samples);
+
+  // A checkpoint: continue from it (--resume), or refuse to overwrite it.
+  const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
+  const std::string identity = config_identity(c.to_json());
   double system_steps = 0;
   long done = 0;
+  if (o.resume) {
+    const Checkpoint k = read_checkpoint(ckpt_file);
+    if (k.version != ukb::version)
+      throw ConfigError(ckpt_file.string() + ": written by ukb " + k.version + ", this is ukb " + ukb::version +
+                        "; resume it with ukb " + k.version + " or start the run again");
+    const std::string diff = identity_difference(k.identity, identity);
+    if (!diff.empty())
+      throw ConfigError(ckpt_file.string() + ": the checkpoint belongs to another config (" + diff +
+                        "); resume with the same config and backend, or start the run again elsewhere");
+    bool same_cols = k.cols.size() == T.cols.size() && k.samples == c.samples &&
+                     k.status.size() == static_cast<std::size_t>(k.done);
+    for (std::size_t j = 0; same_cols && j < T.cols.size(); ++j)
+      same_cols = k.cols[j].name == T.cols[j].name && k.cols[j].integer == T.cols[j].integer;
+    if (!same_cols) throw ConfigError(ckpt_file.string() + ": the checkpoint's columns do not match this run's");
+    for (std::size_t j = 0; j < T.cols.size(); ++j) {
+      T.cols[j].d.insert(T.cols[j].d.end(), k.cols[j].d.begin(), k.cols[j].d.end());
+      T.cols[j].i.insert(T.cols[j].i.end(), k.cols[j].i.begin(), k.cols[j].i.end());
+    }
+    T.status.insert(T.status.end(), k.status.begin(), k.status.end());
+    done = k.done;
+    system_steps = k.system_steps;
+    out.keep();
+  } else if (fs::exists(ckpt_file)) {
+    throw ConfigError((!o.out_dir.empty() ? std::string("--out") : c.path + ": key 'output.dir'") + ": '" + dir +
+                      "' holds the checkpoint of an unfinished run; continue it with `ukb run --resume " + dir +
+                      "`, or delete " + ckpt_file.string() + " to start again");
+  }
+  auto save = [&] {
+    Checkpoint k;
+    k.version = ukb::version;
+    k.config_text = c.text;
+    k.config_path = c.path;
+    k.identity = identity;
+    k.samples = c.samples;
+    k.done = done;
+    k.system_steps = system_steps;
+    k.cols = T.cols;
+    k.status = T.status;
+    write_checkpoint(ckpt_file, k);
+    out.keep();
+  };
+
+  const EngineOptions eo{.threads = c.threads, .rank_rtol = c.rank_rtol};
+  Progress progress(o.progress, c.samples);
+  auto last_save = Clock::now();
   std::vector<double> nat(M.initial_names.size());
-  for (long first = 0; first < c.samples; first += c.chunk) {
+  for (long first = done; first < c.samples; first += c.chunk) {
     const long count = std::min(c.chunk, c.samples - first);
     std::vector<long> ids(static_cast<std::size_t>(count));
     for (long s = 0; s < count; ++s) ids[std::size_t(s)] = first + s;
@@ -454,6 +521,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
       T.cols[c_stop + 1].i.push_back(ch.steps[us]);
       T.cols[c_stop + 2].i.push_back(ch.events[us]);
       T.cols[c_stop + 3].i.push_back(ch.rank_drops[us]);
+      T.cols[c_stop + 4].i.push_back(ch.inconsistent[us]);
       if (M.has_potential) {
         const double e1 = M.energy(y.p, y.q.data(), y.qd.data(), ch.t[us]);
         T.cols[c_energy].d.push_back(e0[us]);
@@ -465,6 +533,24 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
         T.cols[c_res + 1].d.push_back(ch.res_vel[us]);
       }
       if (projecting) T.cols[c_proj].i.push_back(ch.proj_fails[us]);
+    }
+    if (o.after_chunk) o.after_chunk(done);
+    if (done == c.samples) break;
+    const bool stop = o.stop && *o.stop;
+    if (stop || std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
+      save();
+      last_save = Clock::now();
+    }
+    if (stop) {
+      progress.update(done, system_steps, true);
+      Outcome r;
+      r.interrupted = true;
+      r.done = done;
+      r.samples = c.samples;
+      r.checkpoint = ckpt_file.string();
+      r.out_dir = dir;
+      r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+      return r;
     }
   }
   progress.update(done, system_steps, true);
@@ -536,6 +622,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
 
   Outcome result;
   result.samples = c.samples;
+  result.done = c.samples;
   std::map<std::int32_t, std::vector<std::size_t>> by_status;
   std::vector<std::size_t> ok_rows;
   for (std::size_t r = 0; r < T.status.size(); ++r) {

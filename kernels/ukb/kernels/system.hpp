@@ -59,10 +59,16 @@ struct RunSettings {
   bool monitor = false; ///< track the model's constraint residuals
   Baumgarte<T> baumgarte{};    ///< Baumgarte stabilisation in every evaluation
   Projection<T> projection{};  ///< projection onto the manifold after every step
+  /// A step after which a constraint residual (the model's `residual`, either
+  /// level) exceeds this, or is NaN, fails with failed_residual; +infinity:
+  /// no limit.
+  T residual_limit = std::numeric_limits<T>::infinity();
 
   /// The settings of the evaluations of one step; `min_rank` collects the
-  /// smallest rank of B seen.
-  UKB_HD StageSettings<T> stage(int* min_rank) const { return {rank_rtol, baumgarte, min_rank}; }
+  /// smallest rank of B seen, `inconsistent` whether any evaluation was.
+  UKB_HD StageSettings<T> stage(int* min_rank, bool* inconsistent) const {
+    return {rank_rtol, baumgarte, min_rank, inconsistent};
+  }
 };
 
 /// True while a system still has work: status ok, end time not reached
@@ -103,13 +109,13 @@ UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typena
 /// RK4 step from the start, until hi - lo <= tol. On return (q, qd, t) hold
 /// the state at t0 + lo: the last instant reached without crossing the event,
 /// within tol of the first that crosses it. The trial steps' ranks of B
-/// lower *min_rank.
+/// lower *min_rank; an inconsistent trial evaluation sets *inconsistent.
 template <Model Mo>
 UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Scalar* qd0,
                            typename Mo::Scalar t0, typename Mo::Scalar g0, typename Mo::Scalar h,
                            const typename Mo::Params& p, const RunSettings<typename Mo::Scalar>& s,
                            typename Mo::Scalar* q, typename Mo::Scalar* qd,
-                           typename Mo::Scalar& t, int* min_rank) {
+                           typename Mo::Scalar& t, int* min_rank, bool* inconsistent) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n;
   for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
@@ -121,7 +127,7 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
     T qx[n], vx[n], tx = t0;
     for (int j = 0; j < n; ++j) qx[j] = q0[j], vx[j] = qd0[j];
     bool clean = false;
-    const Status st = event_step<Mo>(qx, vx, tx, x, g0, p, s.stage(min_rank), clean);
+    const Status st = event_step<Mo>(qx, vx, tx, x, g0, p, s.stage(min_rank, inconsistent), clean);
     if (st != Status::ok) return st;
     if (clean) {
       lo = x;
@@ -162,12 +168,16 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
 /// event function is evaluated after the projection, so a sign change due
 /// to the projection alone is not located. Every
 /// accepted step in which an evaluation (location trials included) found
-/// rank(B) < m counts in `rank_drops`.
+/// rank(B) < m counts in `rank_drops`, every one with an inconsistent
+/// evaluation (Accel::inconsistent) in `inconsistent`.
 ///
 /// A system whose status is not ok is left alone; one whose step (or event
 /// location, or projection) fails keeps its last good state and gets the
-/// status. The outcome does not depend on how the steps are split among
-/// calls.
+/// status, and t_stop the time of that state (where the failing step
+/// began). With a finite `residual_limit` (and a model with `residual`) a
+/// step whose end state has a residual above the limit (or NaN) fails with
+/// failed_residual. The outcome does not depend on how the steps are split
+/// among calls.
 template <Model Mo>
 struct IntegrateBody {
   using T = typename Mo::Scalar;
@@ -187,6 +197,19 @@ struct IntegrateBody {
     }
   }
 
+  // True where the residuals of (q, q', t) are within residual_limit.
+  UKB_HD bool within_limit(const T* q, const T* qd, T t, const typename Mo::Params& p) const {
+    if constexpr (HasResidual<Mo>) {
+      if (!(s.residual_limit < std::numeric_limits<T>::infinity())) return true;
+      T a, b;
+      Mo::residual(q, qd, t, p, a, b);
+      return a <= s.residual_limit && b <= s.residual_limit;  // false for NaN
+    } else {
+      (void)q, (void)qd, (void)t, (void)p;
+      return true;
+    }
+  }
+
   UKB_HD void operator()(int i) const {
     constexpr int n = Mo::n;
     const int N = v.N;
@@ -197,7 +220,8 @@ struct IntegrateBody {
       qd[j] = v.qd[std::size_t(j) * N + i];
     }
     T t = v.t[i], rp = v.res_pos[i], rv = v.res_vel[i];
-    std::int64_t steps = v.steps[i], rank_drops = v.rank_drops[i], proj_fails = v.proj_fails[i];
+    std::int64_t steps = v.steps[i], rank_drops = v.rank_drops[i], proj_fails = v.proj_fails[i],
+                 inconsistent = v.inconsistent[i];
     std::int32_t events = v.events[i];
     const typename Mo::Params p = load_params<Mo>(v, i);
     Status st = Status::ok;
@@ -228,24 +252,26 @@ struct IntegrateBody {
       T q0[n], qd0[n];
       const T t0 = t;
       for (int j = 0; j < n; ++j) q0[j] = q[j], qd0[j] = qd[j];
-      bool clean = true;
+      bool clean = true, bad_rows = false;
       int min_rank = Mo::m;
       if constexpr (HasEvents<Mo>) {
         if (s.events && g != T(0)) {
-          st = event_step<Mo>(q, qd, t, h, g, p, s.stage(&min_rank), clean);
+          st = event_step<Mo>(q, qd, t, h, g, p, s.stage(&min_rank, &bad_rows), clean);
         } else {
-          st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank));
+          st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank, &bad_rows));
         }
       } else {
-        st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank));
+        st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank, &bad_rows));
       }
       if (st != Status::ok) break;
       if constexpr (HasEvents<Mo>) {
-        if (s.events && !clean) st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t, &min_rank);
+        if (s.events && !clean)
+          st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t, &min_rank, &bad_rows);
       }
       bool converged = true;
       if (st == Status::ok && s.projection.on)
         st = project<Mo>(q, qd, t, p, s.rank_rtol, s.projection, converged);
+      if (st == Status::ok && !within_limit(q, qd, t, p)) st = Status::failed_residual;
       if (st != Status::ok) {  // keep the state before this step
         for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
         t = t0;
@@ -253,6 +279,7 @@ struct IntegrateBody {
       }
       ++steps;
       rank_drops += min_rank < Mo::m ? 1 : 0;
+      inconsistent += bad_rows ? 1 : 0;
       proj_fails += converged ? 0 : 1;
       if constexpr (HasEvents<Mo>) {
         if (s.events) {
@@ -271,6 +298,8 @@ struct IntegrateBody {
     } else if (st == Status::ok && steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
                s.t_end - t > s.dt * T(1e-9)) {
       st = Status::max_steps;  // the step limit came before a finite t_end
+    } else if (st != Status::ok) {
+      v.t_stop[i] = t;  // a failure: the time of the last good state
     }
     for (int j = 0; j < n; ++j) {
       v.q[std::size_t(j) * N + i] = q[j];
@@ -279,6 +308,7 @@ struct IntegrateBody {
     v.t[i] = t;
     v.steps[i] = steps;
     v.rank_drops[i] = rank_drops;
+    v.inconsistent[i] = inconsistent;
     v.proj_fails[i] = proj_fails;
     v.events[i] = events;
     v.res_pos[i] = rp;

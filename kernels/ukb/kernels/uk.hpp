@@ -56,6 +56,17 @@ UKB_HD inline void baumgarte_rhs(const typename Mo::Scalar* q, const typename Mo
   }
 }
 
+/// Relative tolerance of the consistency check of the constraints:
+/// sqrt(epsilon) of T (1.5e-8 in double, 3.5e-4 in float). An evaluation is
+/// *inconsistent* where max_i |(A q'' - b)_i| exceeds this times the scale
+/// max_i (|b_i| + sum_k |A_ik a_k|) of the right-hand side r = b - A a: no
+/// acceleration meets every row, and q'' is the least-squares compromise.
+/// Round-off, even with cond(B) ~ 1e7, stays well below it.
+template <class T>
+UKB_HD constexpr T consistency_rtol() {
+  return sizeof(T) >= 8 ? T(1.4901161193847656e-8) : T(3.4526698e-4);
+}
+
 /// What one evaluation of a model gives (fixed sizes, lives in registers).
 template <Model Mo>
 struct Accel {
@@ -65,6 +76,7 @@ struct Accel {
   T Qc_nonideal[Mo::n];  ///< non-ideal constraint force L (I - B^+ B) L^{-1} C
   T lambda[Mo::m];       ///< multipliers (A M^{-1} A^T)^+ (b - A a)
   int rank = 0;          ///< numerical rank of B = A L^{-T}
+  bool inconsistent = false;  ///< |A q'' - b| above consistency_rtol (see there)
 };
 
 /// Evaluates the Udwadia–Kalaba equation for one system (DESIGN.md §1):
@@ -94,11 +106,16 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
   solve_lower<n>(L, a);
   solve_lower_transpose<n>(L, a);
-  T r[m];
+  using std::abs;
+  T r[m], r_scale = T(0);  // r_scale: max_i (|b_i| + sum_k |A_ik a_k|)
   for (int i = 0; i < m; ++i) {
-    T s = b[i];
-    for (int k = 0; k < n; ++k) s -= A[i * n + k] * a[k];
+    T s = b[i], sa = abs(b[i]);
+    for (int k = 0; k < n; ++k) {
+      s -= A[i * n + k] * a[k];
+      sa += abs(A[i * n + k] * a[k]);
+    }
     r[i] = s;
+    r_scale = sa > r_scale ? sa : r_scale;
   }
   T* B = A;  // A is not needed any more
   for (int i = 0; i < m; ++i) solve_lower<n>(L, B + i * n);
@@ -109,6 +126,15 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   // Ideal part: z = B^+ r, Qc_ideal = L z, lambda = (B B^T)^+ r.
   T z[n];
   pinv.apply(r, z);
+  // A q'' - b = B z - r exactly (B B^+ B = B removes the non-ideal part):
+  // the part of r outside the range of B.
+  T worst = T(0);
+  for (int i = 0; i < m; ++i) {
+    T s = -r[i];
+    for (int k = 0; k < n; ++k) s += B[i * n + k] * z[k];
+    worst = abs(s) > worst ? abs(s) : worst;
+  }
+  out.inconsistent = worst > consistency_rtol<T>() * r_scale;
   mul_lower<n>(L, z, out.Qc_ideal);
   pinv.apply_gram(r, out.lambda);
 
@@ -150,6 +176,7 @@ struct StageSettings {
   T rank_rtol{};         ///< relative rank tolerance of the pseudo-inverse
   Baumgarte<T> bg{};     ///< Baumgarte stabilisation (off by default)
   int* min_rank = nullptr;  ///< if given: lowered to the smallest rank of B seen
+  bool* inconsistent = nullptr;  ///< if given: set when an evaluation is inconsistent
 };
 
 /// One classical RK4 step of size h on (q, q', t). On a failed stage the
@@ -168,6 +195,7 @@ UKB_HD Status rk4_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename
   auto eval = [&](const T* x, const T* v, T ts) {
     const Status s = uk_accel<Mo>(x, v, ts, p, ss.rank_rtol, k, ss.bg);
     if (ss.min_rank && s == Status::ok && k.rank < *ss.min_rank) *ss.min_rank = k.rank;
+    if (ss.inconsistent && s == Status::ok && k.inconsistent) *ss.inconsistent = true;
     return s;
   };
   // Stage 1 at (q, q').
