@@ -33,6 +33,7 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       SCOPED_TRACE(std::string(Mo::name) + " N=" + std::to_string(N));
       RandomBatch<Model> emu(N, 500 + N), cpu(N, 500 + N);
       const double rtol = kernels::default_rank_rtol<double>();
+      emu.batch.allocate_outputs();
       EXPECT_EQ(cuda_emulated::evaluate<Mo>(emu.batch.view(), rtol, 128), 0);
       ASSERT_EQ(evaluate(cpu.batch, Backend::cpu), 0);
       int diff = 0;

@@ -355,13 +355,23 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(b.batch.t(i), 1e4f);
 }
 
-TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusOutputs) {
-  // (5 n + m + 4 + np) scalars (state, outputs, run monitors, parameters),
-  // three 32-bit integers (status, rank, events) and four 64-bit counters
-  // (steps, rank_drops, proj_fails, inconsistent).
-  // bead_on_ring: (10 + 1 + 4 + 4) * 8 + 12 + 32.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 196u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (5 * 24 + 12 + 4 + 4) * 4 + 44u);
+TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusMonitors) {
+  // (2 n + 4 + np) scalars (state, run monitors, parameters), two 32-bit
+  // integers (status, events) and four 64-bit counters (steps, rank_drops,
+  // proj_fails, inconsistent). bead_on_ring: (4 + 4 + 4) * 8 + 8 + 32.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 136u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (2 * 24 + 4 + 4) * 4 + 40u);
+  // The outputs of evaluate, (3 n + m) scalars and the rank, come with the
+  // first evaluation only.
+  EXPECT_EQ(output_bytes_per_system<models::BeadOnRing<double>>(), 7 * 8 + 4u);
+  RandomBatch<models::BeadOnRing> b(5, 3);
+  EXPECT_EQ(b.batch.view().qdd, nullptr);
+  advance(b.batch, Backend::cpu, {.dt = 1e-3, .t_end = 0.01});
+  EXPECT_EQ(b.batch.view().qdd, nullptr) << "a run allocates no outputs";
+  EXPECT_THROW(b.batch.qdd(0, 0), std::logic_error);
+  EXPECT_EQ(evaluate(b.batch, Backend::cpu), 0);
+  EXPECT_NE(b.batch.view().qdd, nullptr);
+  EXPECT_TRUE(std::isfinite(b.batch.qdd(4, 1)));
 }
 
 // The CUDA backend on a real GPU (skipped here without one).

@@ -31,6 +31,8 @@ struct BatchView {
   T* t = nullptr;            ///< times (N)
   T* params = nullptr;       ///< parameters (np x N), in visit_params order
   std::int32_t* status = nullptr;  ///< Status of each system (N)
+  // The outputs of `evaluate` (null until a batch is first evaluated:
+  // integration never touches them).
   T* qdd = nullptr;          ///< last evaluated acceleration (n x N)
   T* Qc_ideal = nullptr;     ///< last evaluated ideal constraint force (n x N)
   T* Qc_nonideal = nullptr;  ///< last evaluated non-ideal constraint force (n x N)
@@ -46,15 +48,24 @@ struct BatchView {
   std::int64_t* inconsistent = nullptr;  ///< steps with an inconsistent evaluation (N)
 };
 
-/// Bytes a batch stores per system: the state (2n + 1 scalars), the
-/// parameters (np), the outputs of an evaluation (3n + m), the run monitors
-/// (3 scalars: t_stop, res_pos, res_vel), three 32-bit integers (status,
-/// rank, events) and four 64-bit counters (steps, rank_drops, proj_fails,
-/// inconsistent). Nothing else is allocated, and nothing per step.
+/// Bytes a batch stores per system for integration: the state (2n + 1
+/// scalars), the parameters (np), the run monitors (3 scalars: t_stop,
+/// res_pos, res_vel), two 32-bit integers (status, events) and four 64-bit
+/// counters (steps, rank_drops, proj_fails, inconsistent). Nothing else is
+/// allocated, and nothing per step; the first `evaluate` adds
+/// output_bytes_per_system().
 template <Model Mo>
 constexpr std::size_t bytes_per_system() {
-  return sizeof(typename Mo::Scalar) * (5 * Mo::n + Mo::m + 4 + param_count<Mo>()) +
-         3 * sizeof(std::int32_t) + 4 * sizeof(std::int64_t);
+  return sizeof(typename Mo::Scalar) * (2 * Mo::n + 4 + param_count<Mo>()) +
+         2 * sizeof(std::int32_t) + 4 * sizeof(std::int64_t);
+}
+
+/// Bytes per system of the outputs of `evaluate` (q'', Qc_ideal,
+/// Qc_nonideal: n scalars each; lambda: m; the rank: a 32-bit integer),
+/// allocated when a batch is first evaluated.
+template <Model Mo>
+constexpr std::size_t output_bytes_per_system() {
+  return sizeof(typename Mo::Scalar) * (3 * Mo::n + Mo::m) + sizeof(std::int32_t);
 }
 
 namespace detail {
@@ -97,9 +108,7 @@ class Batch {
 
   explicit Batch(int N)
       : N_(N), q_(std::size_t(n) * N), qd_(std::size_t(n) * N), t_(N), params_(std::size_t(np) * N),
-        status_(N, 0), qdd_(std::size_t(n) * N), Qc_ideal_(std::size_t(n) * N),
-        Qc_nonideal_(std::size_t(n) * N), lambda_(std::size_t(m) * N), rank_(N, 0), steps_(N, 0),
-        events_(N, 0), t_stop_(N, std::numeric_limits<T>::quiet_NaN()), res_pos_(N, T(0)),
+        status_(N, 0), steps_(N, 0), events_(N, 0), t_stop_(N, std::numeric_limits<T>::quiet_NaN()), res_pos_(N, T(0)),
         res_vel_(N, T(0)), rank_drops_(N, 0), proj_fails_(N, 0), inconsistent_(N, 0) {
     if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
     for (int i = 0; i < N; ++i) set_params(i, Params{});
@@ -138,12 +147,26 @@ class Batch {
   T t(int i) const { return t_[check(i)]; }
   Status status(int i) const { return static_cast<Status>(status_[check(i)]); }
 
-  /// Outputs of the last evaluation of system i (component j).
-  T qdd(int i, int j) const { return qdd_[std::size_t(j) * N_ + check(i)]; }
-  T Qc_ideal(int i, int j) const { return Qc_ideal_[std::size_t(j) * N_ + check(i)]; }
-  T Qc_nonideal(int i, int j) const { return Qc_nonideal_[std::size_t(j) * N_ + check(i)]; }
-  T lambda(int i, int j) const { return lambda_[std::size_t(j) * N_ + check(i)]; }
-  int rank(int i) const { return rank_[check(i)]; }
+  /// Outputs of the last evaluation of system i (component j). Throws
+  /// std::logic_error before the batch was first evaluated.
+  T qdd(int i, int j) const { return evaluated(qdd_)[std::size_t(j) * N_ + check(i)]; }
+  T Qc_ideal(int i, int j) const { return evaluated(Qc_ideal_)[std::size_t(j) * N_ + check(i)]; }
+  T Qc_nonideal(int i, int j) const { return evaluated(Qc_nonideal_)[std::size_t(j) * N_ + check(i)]; }
+  T lambda(int i, int j) const { return evaluated(lambda_)[std::size_t(j) * N_ + check(i)]; }
+  int rank(int i) const { return evaluated(rank_)[check(i)]; }
+
+  /// Allocates the outputs of `evaluate` (NaN, rank 0) if not done yet.
+  /// `evaluate` calls it; a caller that hands view() to an evaluation
+  /// kernel of its own calls it first.
+  void allocate_outputs() {
+    if (!rank_.empty()) return;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    qdd_.assign(std::size_t(n) * N_, nan);
+    Qc_ideal_.assign(std::size_t(n) * N_, nan);
+    Qc_nonideal_.assign(std::size_t(n) * N_, nan);
+    lambda_.assign(std::size_t(m) * N_, nan);
+    rank_.assign(std::size_t(N_), 0);
+  }
 
   /// Run monitors of system i since its set_state: accepted steps, located
   /// events, t_stop (at_rest: the time it came to rest; failed_*: the time
@@ -165,16 +188,27 @@ class Batch {
   /// other; q'' is their least-squares compromise).
   std::int64_t inconsistent(int i) const { return inconsistent_[check(i)]; }
 
-  /// The SoA view handed to backends.
+  /// The SoA view handed to backends (the outputs of `evaluate` are null
+  /// until allocate_outputs).
   BatchView<Mo> view() {
     return {N_, q_.data(), qd_.data(), t_.data(), params_.data(), status_.data(),
-            qdd_.data(), Qc_ideal_.data(), Qc_nonideal_.data(), lambda_.data(), rank_.data(),
+            or_null(qdd_), or_null(Qc_ideal_), or_null(Qc_nonideal_), or_null(lambda_), or_null(rank_),
             steps_.data(), events_.data(), t_stop_.data(), res_pos_.data(), res_vel_.data(),
             rank_drops_.data(), proj_fails_.data(), inconsistent_.data()};
   }
 
  private:
   BatchView<Mo> view_const() const { return const_cast<Batch*>(this)->view(); }
+  template <class V>
+  static auto* or_null(V& v) {
+    return v.empty() ? nullptr : v.data();
+  }
+  template <class V>
+  const V& evaluated(const V& v) const {
+    if (v.empty())
+      throw std::logic_error("ukb::Batch: no evaluation outputs yet: call ukb::evaluate first");
+    return v;
+  }
   int check(int i) const {
     if (i < 0 || i >= N_)
       throw std::out_of_range("ukb::Batch: system " + std::to_string(i) + " outside [0, " +

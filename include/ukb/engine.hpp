@@ -438,6 +438,7 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
 template <Model Mo>
 long evaluate(Batch<Mo>& b, Backend be, const EngineOptions& o = {}) {
   detail::check_options(o);
+  b.allocate_outputs();
   const auto rtol = detail::rtol_of<Mo>(o);
   switch (be) {
     case Backend::reference:

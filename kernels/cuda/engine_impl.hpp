@@ -42,8 +42,9 @@ struct DeviceBatch {
 
   explicit DeviceBatch(const BatchView<Mo>& h)
       : N(h.N), q(h.q, h.q + sz(n)), qd(h.qd, h.qd + sz(n)), t(h.t, h.t + N),
-        params(h.params, h.params + sz(np)), qdd(sz(n)), Qc_ideal(sz(n)), Qc_nonideal(sz(n)),
-        lambda(sz(m)), status(h.status, h.status + N), rank(N), events(h.events, h.events + N),
+        params(h.params, h.params + sz(np)), qdd(h.qdd ? sz(n) : 0), Qc_ideal(h.qdd ? sz(n) : 0),
+        Qc_nonideal(h.qdd ? sz(n) : 0), lambda(h.qdd ? sz(m) : 0), status(h.status, h.status + N),
+        rank(h.qdd ? N : 0), events(h.events, h.events + N),
         steps(h.steps, h.steps + N), t_stop(h.t_stop, h.t_stop + N),
         res_pos(h.res_pos, h.res_pos + N), res_vel(h.res_vel, h.res_vel + N),
         rank_drops(h.rank_drops, h.rank_drops + N), proj_fails(h.proj_fails, h.proj_fails + N),
@@ -105,6 +106,8 @@ struct IsFailed {
 // Evaluates every system; returns the number whose status is not ok.
 template <Model Mo>
 long evaluate(const BatchView<Mo>& host, typename Mo::Scalar rank_rtol, int block) {
+  if (!host.qdd || !host.Qc_ideal || !host.Qc_nonideal || !host.lambda || !host.rank)
+    throw std::invalid_argument("ukb: evaluate needs the batch's outputs (Batch::allocate_outputs)");
   DeviceBatch<Mo> d(host);
   const kernels::EvaluateBody<Mo> body{d.view(), rank_rtol};
   UKB_LAUNCH(kernels::launch_config(host.N, block), host.N, body);
