@@ -4,7 +4,10 @@
 #                      is found), warnings as errors, all tests;
 #  2. build-cpu-asan/  CPU-only configuration (UKB_ENABLE_CUDA=OFF) with
 #                      AddressSanitizer and UndefinedBehaviorSanitizer, the
-#                      same tests.
+#                      same tests;
+#  3. build-fuzz/      the libFuzzer targets (clang, ASan+UBSan): the corpus
+#                      in fuzz/corpus/ replayed, then 60 s of fuzzing
+#                      (scripts/fuzz.sh 60).
 # Exits non-zero on any failure. UKB_JOBS sets the parallelism (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +35,8 @@ cmake -S . -B build-cpu-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUKB_ENABLE_CUDA
 cmake --build build-cpu-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-cpu-asan --output-on-failure -j"$jobs"
+
+echo "== ukb: libFuzzer targets, corpus replay and 60 s of fuzzing (build-fuzz/)"
+scripts/fuzz.sh 60
 
 echo "== ukb: all tests passed in $(( $(date +%s) - start )) s"
