@@ -98,11 +98,11 @@ void bm_cholesky(benchmark::State& state) {
 template <class Mo>
 void constraint_matrix(const MicroInput<Mo>& in, typename Mo::Scalar* B) {
   using T = typename Mo::Scalar;
-  T L[Mo::n * Mo::n], b[Mo::m];
+  T L[Mo::n * Mo::n], rd[Mo::n], b[Mo::m];
   Mo::mass(in.q, T(0), in.p, L);
-  kernels::cholesky<Mo::n>(L);
+  kernels::cholesky<Mo::n>(L, rd);
   Mo::constraints(in.q, in.qd, T(0), in.p, B, b);
-  for (int i = 0; i < Mo::m; ++i) kernels::solve_lower<Mo::n>(L, B + i * Mo::n);
+  for (int i = 0; i < Mo::m; ++i) kernels::solve_lower<Mo::n>(L, rd, B + i * Mo::n);
 }
 
 template <class Mo>

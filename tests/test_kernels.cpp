@@ -9,15 +9,17 @@ namespace {
 
 TEST(Kernels, CholeskyTwoByTwoByHand) {
   // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt(2)]].
-  double A[4] = {4, 2, 2, 3};
-  ASSERT_EQ(kernels::cholesky<2>(A), 0);
+  double A[4] = {4, 2, 2, 3}, rd[2];
+  ASSERT_EQ(kernels::cholesky<2>(A, rd), 0);
   EXPECT_DOUBLE_EQ(A[0], 2.0);
   EXPECT_DOUBLE_EQ(A[2], 1.0);
   EXPECT_DOUBLE_EQ(A[3], std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(rd[0], 0.5);
+  EXPECT_DOUBLE_EQ(rd[1], 1 / std::sqrt(2.0));
   // Solve M x = (2, 1): x = (0.5, 0).
   double x[2] = {2, 1};
-  kernels::solve_lower<2>(A, x);
-  kernels::solve_lower_transpose<2>(A, x);
+  kernels::solve_lower<2>(A, rd, x);
+  kernels::solve_lower_transpose<2>(A, rd, x);
   EXPECT_NEAR(x[0], 0.5, 1e-15);
   EXPECT_NEAR(x[1], 0.0, 1e-15);
 }

@@ -30,43 +30,56 @@ UKB_HD inline bool all_finite(const T* x) {
 
 /// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
 /// (row-major; only the lower triangle is read). On success the lower
-/// triangle holds L and the result is 0; otherwise the result is k + 1 for
-/// the first pivot k that is not positive (or not finite).
+/// triangle holds L, `rdiag` (N) the reciprocals 1 / L_jj, and the result
+/// is 0; otherwise the result is k + 1 for the first pivot k that is not
+/// positive (or not finite). The reciprocals turn the divisions of the
+/// factorisation and of every later triangular solve into multiplications:
+/// a division sits on the critical path of each row's recurrence and costs
+/// several times a multiplication's latency.
 template <int N, class T>
-UKB_HD inline int cholesky(T* A) {
+UKB_HD inline int cholesky(T* A, T* rdiag) {
   using std::sqrt;
   for (int j = 0; j < N; ++j) {
     T d = A[j * N + j];
     for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
     if (!(d > T(0)) || !is_finite(d)) return j + 1;
-    const T ljj = sqrt(d);
+    const T ljj = sqrt(d), r = T(1) / ljj;
     A[j * N + j] = ljj;
+    rdiag[j] = r;
     for (int i = j + 1; i < N; ++i) {
       T s = A[i * N + j];
       for (int k = 0; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
-      A[i * N + j] = s / ljj;
+      A[i * N + j] = s * r;
     }
   }
   return 0;
 }
 
-/// x <- L^{-1} x (forward substitution; L lower triangular, N x N row-major).
+/// cholesky(A, rdiag) without the reciprocals.
 template <int N, class T>
-UKB_HD inline void solve_lower(const T* L, T* x) {
+UKB_HD inline int cholesky(T* A) {
+  T rdiag[N];
+  return cholesky<N>(A, rdiag);
+}
+
+/// x <- L^{-1} x (forward substitution; L lower triangular, N x N row-major,
+/// rdiag the reciprocals of its diagonal from cholesky).
+template <int N, class T>
+UKB_HD inline void solve_lower(const T* L, const T* rdiag, T* x) {
   for (int i = 0; i < N; ++i) {
     T s = x[i];
     for (int k = 0; k < i; ++k) s -= L[i * N + k] * x[k];
-    x[i] = s / L[i * N + i];
+    x[i] = s * rdiag[i];
   }
 }
 
 /// x <- L^{-T} x (back substitution with the transpose of L).
 template <int N, class T>
-UKB_HD inline void solve_lower_transpose(const T* L, T* x) {
+UKB_HD inline void solve_lower_transpose(const T* L, const T* rdiag, T* x) {
   for (int i = N - 1; i >= 0; --i) {
     T s = x[i];
     for (int k = i + 1; k < N; ++k) s -= L[k * N + i] * x[k];
-    x[i] = s / L[i * N + i];
+    x[i] = s * rdiag[i];
   }
 }
 
@@ -109,7 +122,7 @@ template <int M, int N, class T>
 struct PseudoInverse {
   T W[N * M];   // B^T V (Jacobi) or B^T (Gram), N x M, row-major
   T V[M * M];   // orthogonal V (Jacobi) or L with G = L L^T (Gram), row-major
-  T inv_s2[M];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value
+  T inv_s2[M];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
   int rank = 0;
   int sweeps = 0;     // Jacobi sweeps used; 40 (max_sweeps) means not converged
   bool gram = false;  // true: the Gram–Cholesky route was taken
@@ -172,7 +185,7 @@ struct PseudoInverse {
       }
       trace += G[i * M + i];
     }
-    if (cholesky<M>(G) != 0) return false;
+    if (cholesky<M>(G, inv_s2) != 0) return false;  // inv_s2: 1 / L_ii in Gram mode
     // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
     T frob = T(0);
     for (int j = 0; j < M; ++j) {
@@ -181,7 +194,7 @@ struct PseudoInverse {
       for (int i = j; i < M; ++i) {
         T s = x[i];
         for (int k = j; k < i; ++k) s -= G[i * M + k] * x[k];
-        x[i] = s / G[i * M + i];
+        x[i] = s * inv_s2[i];
         frob += x[i] * x[i];
       }
     }
@@ -194,8 +207,8 @@ struct PseudoInverse {
   UKB_HD void coefficients(const T* y, T* z) const {
     if (gram) {
       for (int i = 0; i < M; ++i) z[i] = y[i];
-      solve_lower<M>(V, z);
-      solve_lower_transpose<M>(V, z);
+      solve_lower<M>(V, inv_s2, z);
+      solve_lower_transpose<M>(V, inv_s2, z);
       return;
     }
     for (int i = 0; i < M; ++i) {

@@ -40,16 +40,16 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
                                        typename Mo::Scalar* dx) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n, m = Mo::m;
-  T L[n * n];
+  T L[n * n], rd[n];
   Mo::mass(q, t, p, L);
   if (!all_finite<n * n>(L) || !all_finite<m * n>(J) || !all_finite<m>(e))
     return Status::failed_nonfinite;
-  if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
-  for (int i = 0; i < m; ++i) solve_lower<n>(L, J + i * n);  // J <- J L^{-T}, row by row
+  if (cholesky<n>(L, rd) != 0) return Status::failed_mass_matrix;
+  for (int i = 0; i < m; ++i) solve_lower<n>(L, rd, J + i * n);  // J <- J L^{-T}, row by row
   PseudoInverse<m, n, T> pinv;
   pinv.factor(J, rank_rtol);
   pinv.apply(e, dx);
-  solve_lower_transpose<n>(L, dx);
+  solve_lower_transpose<n>(L, rd, dx);
   for (int k = 0; k < n; ++k) dx[k] = -dx[k];
   return all_finite<n>(dx) ? Status::ok : Status::failed_nonfinite;
 }

@@ -94,18 +94,18 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
                        const Baumgarte<typename Mo::Scalar>& bg = {}) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n, m = Mo::m;
-  T L[n * n], a[n], A[m * n], b[m];
+  T L[n * n], rd[n], a[n], A[m * n], b[m];
   Mo::mass(q, t, p, L);
   Mo::force(q, qd, t, p, a);
   Mo::constraints(q, qd, t, p, A, b);
   baumgarte_rhs<Mo>(q, qd, t, p, bg, b);
   if (!all_finite<n * n>(L) || !all_finite<n>(a) || !all_finite<m * n>(A) || !all_finite<m>(b))
     return Status::failed_nonfinite;
-  if (cholesky<n>(L) != 0) return Status::failed_mass_matrix;
+  if (cholesky<n>(L, rd) != 0) return Status::failed_mass_matrix;
 
   // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
-  solve_lower<n>(L, a);
-  solve_lower_transpose<n>(L, a);
+  solve_lower<n>(L, rd, a);
+  solve_lower_transpose<n>(L, rd, a);
   using std::abs;
   T r[m], r_scale = T(0);  // r_scale: max_i (|b_i| + sum_k |A_ik a_k|)
   for (int i = 0; i < m; ++i) {
@@ -118,7 +118,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
     r_scale = sa > r_scale ? sa : r_scale;
   }
   T* B = A;  // A is not needed any more
-  for (int i = 0; i < m; ++i) solve_lower<n>(L, B + i * n);
+  for (int i = 0; i < m; ++i) solve_lower<n>(L, rd, B + i * n);
   PseudoInverse<m, n, T> pinv;
   pinv.factor(B, rank_rtol);
   out.rank = pinv.rank;
@@ -144,7 +144,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   T u[n];
   Mo::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, u);  // u = C
   if (!all_finite<n>(u)) return Status::failed_nonfinite;
-  solve_lower<n>(L, u);  // u = c^
+  solve_lower<n>(L, rd, u);  // u = c^
   T y[m], w[n];
   for (int i = 0; i < m; ++i) {
     T s = T(0);
@@ -157,7 +157,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
     u[k] = w[k] + z[k];  // c^ + z - B^+ B c^
   }
   mul_lower<n>(L, w, out.Qc_nonideal);
-  solve_lower_transpose<n>(L, u);
+  solve_lower_transpose<n>(L, rd, u);
   for (int k = 0; k < n; ++k) out.qdd[k] = a[k] + u[k];
   const bool finite = all_finite<n>(out.qdd) && all_finite<n>(out.Qc_ideal) &&
                       all_finite<n>(out.Qc_nonideal) && all_finite<m>(out.lambda);
