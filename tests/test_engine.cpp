@@ -219,6 +219,12 @@ TEST(Engine, FailuresOfEveryKindStayInTheirSystemWithTheirTime) {
     const double q[2] = {b.q(29, 0), b.q(29, 1)}, qd[2] = {60 * b.qd(29, 0), 60 * b.qd(29, 1)};
     b.set_state(29, q, qd, b.t(29));
   };
+  struct Stop {
+    Status status;
+    double t_stop;
+    std::int64_t steps;
+  };
+  std::vector<std::vector<Stop>> stops;  // per backend, systems 3, 11, 20, 29
   for (Backend be : {Backend::cpu, Backend::reference}) {
     SCOPED_TRACE(std::string(to_string(be)));
     RandomBatch<models::BeadOnRing> b(N, 12), clean(N, 12);
@@ -265,6 +271,15 @@ TEST(Engine, FailuresOfEveryKindStayInTheirSystemWithTheirTime) {
     }
     EXPECT_EQ(others, N - 4);
     EXPECT_GT(clean.batch.steps(0), 100) << "guard: the systems moved";
+    stops.emplace_back();
+    for (int i : {3, 11, 20, 29}) stops.back().push_back({b.batch.status(i), b.batch.t_stop(i), b.batch.steps(i)});
+  }
+  // The reference loop, written separately, stops them alike.
+  ASSERT_EQ(stops.size(), 2u);
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(stops[0][k].status, stops[1][k].status) << k;
+    EXPECT_EQ(stops[0][k].steps, stops[1][k].steps) << k;
+    EXPECT_NEAR(stops[0][k].t_stop, stops[1][k].t_stop, 1e-12) << k;
   }
 }
 

@@ -4,17 +4,23 @@
 // files against each other, and bad configs.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <algorithm>
-#include <csignal>
-#include <random>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_support.hpp"
@@ -769,16 +775,16 @@ TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
     SCOPED_TRACE("stop after " + std::to_string(stop_after) + " chunks");
     const fs::path dir = unique_path("part" + std::to_string(stop_after));
     fs::remove_all(dir);
-    volatile std::sig_atomic_t stop = 0;
+    std::atomic<int> stop{0};
     long chunks = 0;
     const run::Outcome o = run::execute(
-        c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks >= stop_after; }});
+        c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks >= stop_after ? 1 : 0; }});
     ASSERT_TRUE(o.interrupted);
     EXPECT_EQ(o.done, 40 * stop_after);
     EXPECT_TRUE(fs::exists(dir / "checkpoint.ukb"));
     EXPECT_FALSE(fs::exists(dir / "results.csv")) << "an interrupted run writes only its checkpoint";
     const run::Checkpoint k = run::read_checkpoint(dir / "checkpoint.ukb");
-    EXPECT_EQ(k.done, 40 * stop_after);
+    EXPECT_EQ(k.header.done, 40 * stop_after);
     Config again = c;
     again.threads = 2, again.chunk = 17 * stop_after;
     const run::Outcome r = run::execute(again, {.out_dir = dir.string(), .resume = true});
@@ -793,7 +799,7 @@ TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
   // writes its own.
   const fs::path dir = unique_path("twice");
   fs::remove_all(dir);
-  volatile std::sig_atomic_t stop = 0;
+  std::atomic<int> stop{0};
   const auto once = [&](long) { stop = 1; };
   EXPECT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = once}).interrupted);
   stop = 0;
@@ -812,10 +818,10 @@ TEST(Resume, TheDemoConfigInterruptedAndResumedGivesTheSameResults) {
   const std::string csv = slurp(run_into(c, "whole") / "results.csv");
   const fs::path dir = unique_path("part");
   fs::remove_all(dir);
-  volatile std::sig_atomic_t stop = 0;
+  std::atomic<int> stop{0};
   long chunks = 0;
   const run::Outcome o =
-      run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks == 2; }});
+      run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks == 2 ? 1 : 0; }});
   ASSERT_TRUE(o.interrupted);
   EXPECT_EQ(o.done, 600);
   run::execute(c, {.out_dir = dir.string(), .resume = true});
@@ -825,6 +831,10 @@ TEST(Resume, TheDemoConfigInterruptedAndResumedGivesTheSameResults) {
 // Signals at random instants, by the CLI: SIGINT or SIGTERM finishes the
 // chunk, writes the checkpoint and exits 130 / 143 saying how to continue;
 // `ukb run --resume DIR` then gives the uninterrupted run's results.csv.
+// The process is spawned directly (a shell would start a background job
+// with SIGINT ignored), and each signal comes a random 0-0.3 s after its
+// first checkpoint exists (checkpoint_interval = 0), so that it lands in the
+// run whatever the machine's speed.
 TEST(Resume, SignalsAtRandomInstantsThenResumeGiveTheSameResults) {
   const std::string cfg = unique_path("c.toml");
   std::ofstream(cfg) << resumable_toml(4000, "threads = 1\n");  // about 1 s in a Release build
@@ -833,36 +843,63 @@ TEST(Resume, SignalsAtRandomInstantsThenResumeGiveTheSameResults) {
   ASSERT_EQ(run_cli("run " + cfg + " --out " + whole + " --quiet").code, 0);
   const std::string csv = slurp(fs::path(whole) / "results.csv");
   std::mt19937 rng(20261122);
-  std::uniform_real_distribution<double> delay(0.1, 0.6);
-  int interrupted = 0;
-  for (const char* sig : {"INT", "TERM", "INT", "TERM"}) {
-    const std::string dir = unique_path(std::string("sig") + std::to_string(interrupted) + sig);
+  std::uniform_int_distribution<int> delay_ms(0, 300);
+  int interrupted = 0, trial = 0;
+  for (int sig : {SIGINT, SIGTERM, SIGINT, SIGTERM}) {
+    const std::string dir = unique_path("sig" + std::to_string(trial++));
     fs::remove_all(dir);
-    char sleep[32];
-    std::snprintf(sleep, sizeof sleep, "%.3f", delay(rng));
     const std::string err = unique_path("err.txt");
-    const std::string sh = std::string(UKB_CLI_PATH) + " run " + cfg + " --out " + dir + " --quiet 2>" + err +
-                           " >/dev/null & p=$!; sleep " + sleep + "; kill -" + sig + " $p; wait $p; echo $?";
-    FILE* pipe = popen(sh.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    char buf[64] = {0};
-    const std::size_t got = fread(buf, 1, sizeof buf - 1, pipe);
-    pclose(pipe);
-    const int code = std::atoi(std::string(buf, got).c_str());
-    SCOPED_TRACE(std::string("SIG") + sig + " after " + sleep + " s: exit " + std::to_string(code));
+    std::vector<std::string> args = {UKB_CLI_PATH, "run", cfg, "--out", dir, "--quiet"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, UKB_CLI_PATH, &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    // Until the first checkpoint (or the end of the process).
+    int status = 0;
+    bool ended = false;
+    while (!fs::exists(fs::path(dir) / "checkpoint.ukb") && !ended) {
+      ended = waitpid(pid, &status, WNOHANG) == pid;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const int ms = delay_ms(rng);
+    if (!ended) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      kill(pid, sig);
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    }
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ": " << slurp(err);
+    const int code = WEXITSTATUS(status);
+    SCOPED_TRACE(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " " + std::to_string(ms) +
+                 " ms after the first checkpoint: exit " + std::to_string(code));
     if (code == 0) {  // finished before the signal came
       EXPECT_EQ(slurp(fs::path(dir) / "results.csv"), csv);
       continue;
     }
     ++interrupted;
-    EXPECT_EQ(code, std::string(sig) == "INT" ? 130 : 143) << slurp(err);
+    EXPECT_EQ(code, sig == SIGINT ? 130 : 143) << slurp(err);
     EXPECT_NE(slurp(err).find("continue with: ukb run --resume " + dir), std::string::npos) << slurp(err);
     EXPECT_FALSE(fs::exists(fs::path(dir) / "results.csv"));
     const CliRun r = run_cli("run --resume " + dir + " --quiet");
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(slurp(fs::path(dir) / "results.csv"), csv);
   }
-  EXPECT_GE(interrupted, 2) << "guard: the run is long enough for the signals to land in it";
+  EXPECT_GE(interrupted, 2) << "guard: the signals land in the runs";
+}
+
+// FNV-1a 64 of a byte string, written here independently of the checkpoint
+// code, to forge checkpoints whose checksum is right.
+std::string fnv_trailer(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  char t[32];
+  std::snprintf(t, sizeof t, "FNV1A64 %016llx\n", static_cast<unsigned long long>(h));
+  return t;
 }
 
 TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
@@ -870,7 +907,7 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   std::ofstream(cfg) << resumable_toml(200);
   fs::remove_all(dir);
   {
-    volatile std::sig_atomic_t stop = 0;
+    std::atomic<int> stop{0};
     const Config c = run::load_config(cfg);
     ASSERT_TRUE(run::execute(c, {.out_dir = dir, .stop = &stop, .after_chunk = [&](long) { stop = 1; }}).interrupted);
   }
@@ -896,9 +933,30 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   // Another version (the checksum is right: written by the format's writer).
   std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
   run::Checkpoint k = run::read_checkpoint(file);
-  k.version = "0.0.9";
-  run::write_checkpoint(file, k);
+  k.header.version = "0.0.9";
+  run::write_checkpoint(file, k.header, k.cols, k.status);
   refused("another version", slurp(file), resume, {"written by ukb 0.0.9", "this is ukb"});
+  // Forged headers with a right checksum: a huge sample count, a negative
+  // one, a non-number (no allocation, no crash: exit 2).
+  const std::string body = good.substr(0, good.size() - 25);
+  auto forged = [&](const std::string& from, const std::string& to) {
+    std::string b = body;
+    const std::size_t at = b.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    b.replace(at, from.size(), to);
+    // The header's length line must follow the header's new length.
+    const std::size_t nl1 = b.find('\n'), nl2 = b.find('\n', nl1 + 1);
+    const long hlen = std::stol(good.substr(nl1 + 1, nl2 - nl1 - 1)) + static_cast<long>(to.size()) -
+                      static_cast<long>(from.size());
+    b.replace(nl1 + 1, nl2 - nl1 - 1, std::to_string(hlen));
+    return b + fnv_trailer(b);
+  };
+  refused("done = 1e15", forged("\"done\":40", "\"done\":1000000000000000"), resume,
+          {"damaged (done > samples)"});
+  refused("done = samples, 40 rows stored", forged("\"done\":40", "\"done\":200"), resume,
+          {"size does not match its header"});
+  refused("done = -1", forged("\"done\":40", "\"done\":-1"), resume, {"damaged (done)"});
+  refused("done = 4.5", forged("\"done\":40", "\"done\":4.5"), resume, {"damaged (done)"});
   // Another config, another backend.
   const std::string other = unique_path("other.toml");
   std::string text = resumable_toml(200);

@@ -408,6 +408,9 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
   s = {static_cast<T>(r.dt), static_cast<T>(r.t_end), r.max_steps, budget,
        static_cast<T>(r.event_tol), rtol_of<Mo>(o), r.events, r.monitor, {}, {},
        static_cast<T>(r.residual_limit)};
+  if (!(s.residual_limit > T(0)))
+    throw std::invalid_argument("ukb: the residual limit " + std::to_string(r.residual_limit) +
+                                " is zero in the scalar type of the model");
   stabilization_settings<Mo>(r, s);
   switch (be) {
     case Backend::reference:

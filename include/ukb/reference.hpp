@@ -57,8 +57,9 @@ struct Result {
   /// consistent, the least-squares residual when they are not.
   double constraint_residual = 0;
   /// constraint_residual above kernels::consistency_rtol<double>() times
-  /// max_i (|b_i| + sum_k |A_ik a_k|), a = M^{-1} Q: the rows contradict
-  /// each other (the definition the batch backends count).
+  /// max_i (|b_i| + sum_k |A_ik a_k|) > 0, a = M^{-1} Q: the rows contradict
+  /// each other (the definition the batch backends count; they compute the
+  /// residual as B B^+ r - r, this backend as A q'' - b).
   bool inconsistent = false;
 };
 

@@ -11,7 +11,7 @@
 /// README ("Monte Carlo runs").
 #pragma once
 
-#include <csignal>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -116,10 +116,13 @@ struct ExecuteOptions {
   /// match the config: see `resume_config`); otherwise an output directory
   /// holding a checkpoint is refused.
   bool resume = false;
-  /// When *stop becomes nonzero (e.g. set by a SIGINT handler): the current
+  /// When *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free
+  /// atomic may be written from a signal handler on any thread): the current
   /// chunk is finished, a checkpoint written, and execute returns with
-  /// Outcome::interrupted. Checked after every chunk.
-  const volatile std::sig_atomic_t* stop = nullptr;
+  /// Outcome::interrupted. Checked after every chunk; a stop request during
+  /// the last chunk or while the outputs are written is ignored (the run
+  /// completes).
+  const std::atomic<int>* stop = nullptr;
   /// Called after every chunk with the number of samples done (tests use it
   /// to interrupt a run at a chosen point).
   std::function<void(long done)> after_chunk = {};

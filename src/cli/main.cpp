@@ -14,6 +14,7 @@
 // interrupted by SIGINT / SIGTERM (a checkpoint is written; --resume continues).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -280,18 +281,30 @@ struct RunArgs {
 };
 
 // Set by SIGINT / SIGTERM during `ukb run`: the run finishes its chunk,
-// writes a checkpoint and stops. The handler is reset by the first signal,
-// so a second one ends the process at once (the last checkpoint stays).
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+// writes a checkpoint and stops. The first signal restores the default
+// action of both, so a second one (of either kind) ends the process at once
+// (the last checkpoint stays). A lock-free atomic: the handler may run on
+// any thread, an OpenMP worker included.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+  std::signal(SIGINT, SIG_DFL);  // async-signal-safe
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+// A signal ignored on entry (e.g. SIGINT of a background job started by a
+// non-interactive shell) stays ignored, as the shell meant.
 void catch_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 int cmd_run(const RunArgs& a) {
@@ -299,7 +312,11 @@ int cmd_run(const RunArgs& a) {
   ukb::run::Config c;
   if (a.config.empty() && a.resume.empty())
     throw UsageError("run: expected a config file (ukb run CONFIG) or --resume DIR");
-  if (!a.resume.empty() && !a.out.empty() && std::filesystem::path(a.out) != std::filesystem::path(a.resume))
+  auto same_dir = [](const std::string& x, const std::string& y) {
+    std::error_code e1, e2;
+    return std::filesystem::weakly_canonical(x, e1) == std::filesystem::weakly_canonical(y, e2) && !e1 && !e2;
+  };
+  if (!a.resume.empty() && !a.out.empty() && !same_dir(a.out, a.resume))
     throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
                      "'; expected no --out (or the same directory)");
   try {
@@ -326,7 +343,7 @@ int cmd_run(const RunArgs& a) {
     throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
   }
   if (o.interrupted) {
-    const int sig = g_stop_signal;
+    const int sig = g_stop_signal.load();
     std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
               << " of " << o.samples << " samples; checkpoint written to " << o.checkpoint
               << "\n  continue with: ukb run --resume " << o.out_dir << "\n";
@@ -348,13 +365,15 @@ int cmd_run(const RunArgs& a) {
   return failed > 0 ? 1 : 0;
 }
 
-// "; option '--stpes' is unknown (did you mean '--steps'?)" for the first option of argv that no
-// subcommand knows and that is close to one that some subcommand does.
+// "; option '--stpes' is unknown (did you mean '--steps'?)" for the first
+// option of argv that the subcommand (argv[1]) does not know and that is
+// close to one it does.
 std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> known;
   for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    for (const CLI::Option* opt : sub->get_options())
-      for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
+    if (argc > 1 && sub->get_name() == argv[1])
+      for (const CLI::Option* opt : sub->get_options())
+        for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
     if (word.rfind("--", 0) != 0) continue;

@@ -90,7 +90,7 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
   out.Qc_nonideal = L * (chat - svd.pinv_apply(B * chat));
   out.constraint_residual = m > 0 ? (A * out.qdd - b).cwiseAbs().maxCoeff() : 0.0;
   const double scale = m > 0 ? (b.cwiseAbs() + (A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff() : 0.0;
-  out.inconsistent = out.constraint_residual > kernels::consistency_rtol<double>() * scale;
+  out.inconsistent = scale > 0 && out.constraint_residual > kernels::consistency_rtol<double>() * scale;
   out.status = Status::ok;
   if (!finite(out.qdd) || !finite(out.Qc_ideal) || !finite(out.Qc_nonideal) ||
       !finite(out.lambda))

@@ -1,6 +1,9 @@
 // Checkpoints of `ukb run`: see checkpoint.hpp for the file layout.
 #include "checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cerrno>
 #include <cinttypes>
@@ -8,7 +11,6 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "ukb/run.hpp"
 
@@ -19,26 +21,73 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are little endian");
 
 constexpr const char* kMagic = "UKB-CHECKPOINT 1\n";
+constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV1A64 " + 16 hex digits + "\n"
 
-std::uint64_t fnv1a64(const std::string& s) {
+// FNV-1a, 64 bits, fed piece by piece.
+struct Fnv {
   std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
+  void add(const void* p, std::size_t n) {
+    const unsigned char* c = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 1099511628211ULL;
+    }
   }
-  return h;
-}
+  std::string trailer() const {
+    char t[32];
+    std::snprintf(t, sizeof t, "FNV1A64 %016" PRIx64 "\n", h);
+    return t;
+  }
+};
 
-template <class T>
-void put(std::string& out, const std::vector<T>& v) {
-  const std::size_t at = out.size();
-  out.resize(at + v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * sizeof(T));
+// A file written with POSIX calls, so that it can be synced to the disk.
+class SyncedFile {
+ public:
+  explicit SyncedFile(const fs::path& p) : path_(p), fd_(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {
+    if (fd_ < 0) fail("cannot write");
+  }
+  SyncedFile(const SyncedFile&) = delete;
+  SyncedFile& operator=(const SyncedFile&) = delete;
+  ~SyncedFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* p, std::size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t k = ::write(fd_, c, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) fail("writing failed (disk full?)");
+      c += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  }
+  void sync_and_close() {
+    if (::fsync(fd_) != 0) fail("cannot sync to the disk");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("closing failed");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    const std::string why = std::strerror(errno);
+    std::error_code ec;
+    if (fd_ >= 0) ::close(fd_);
+    fs::remove(path_, ec);
+    throw ConfigError("the checkpoint '" + path_.string() + "': " + what + " (" + why + ")");
+  }
+  fs::path path_;
+  int fd_;
+};
+
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
 
-void write_checkpoint(const fs::path& file, const Checkpoint& k) {
+void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std::vector<Column>& cols,
+                      const std::vector<std::int32_t>& status) {
   nlohmann::json h;
   h["version"] = k.version;
   h["config_text"] = k.config_text;
@@ -47,104 +96,132 @@ void write_checkpoint(const fs::path& file, const Checkpoint& k) {
   h["samples"] = k.samples;
   h["done"] = k.done;
   h["system_steps"] = k.system_steps;
-  nlohmann::json cols = nlohmann::json::array();
-  for (const Column& c : k.cols) cols.push_back({{"name", c.name}, {"integer", c.integer}, {"input", c.input}});
-  h["columns"] = cols;
-  const std::string header = h.dump();
-
-  std::string out = kMagic + std::to_string(header.size()) + "\n" + header;
-  for (const Column& c : k.cols) c.integer ? put(out, c.i) : put(out, c.d);
-  put(out, k.status);
-  char trailer[32];
-  std::snprintf(trailer, sizeof trailer, "FNV1A64 %016" PRIx64 "\n", fnv1a64(out));
-  out += trailer;
+  nlohmann::json names = nlohmann::json::array();
+  for (const Column& c : cols) names.push_back({{"name", c.name}, {"integer", c.integer}, {"input", c.input}});
+  h["columns"] = names;
+  const std::string header = dump(h);
+  const std::string head = kMagic + std::to_string(header.size()) + "\n" + header;
+  const std::size_t rows = static_cast<std::size_t>(k.done);
 
   const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw ConfigError("cannot write the checkpoint '" + tmp.string() + "' (" + std::strerror(errno) + ")");
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw ConfigError("writing the checkpoint '" + tmp.string() + "' failed (disk full?)");
-    }
+  SyncedFile f(tmp);
+  Fnv sum;
+  auto put = [&](const void* p, std::size_t n) {
+    f.write(p, n);
+    sum.add(p, n);
+  };
+  put(head.data(), head.size());
+  for (const Column& c : cols) {
+    if (c.integer ? c.i.size() < rows : c.d.size() < rows)
+      throw std::logic_error("write_checkpoint: column " + c.name + " is shorter than done");
+    if (c.integer) put(c.i.data(), rows * 8);
+    else put(c.d.data(), rows * 8);
   }
-  fs::rename(tmp, file);
+  if (status.size() < rows) throw std::logic_error("write_checkpoint: fewer statuses than done");
+  put(status.data(), rows * 4);
+  const std::string trailer = sum.trailer();
+  f.write(trailer.data(), trailer.size());
+  f.sync_and_close();
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw ConfigError("the checkpoint '" + file.string() + "' cannot be put in place (" + ec.message() + ")");
+  }
+  // The rename itself is durable once the directory is synced.
+  const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 Checkpoint read_checkpoint(const fs::path& file) {
   const std::string name = file.string();
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string s = ss.str();
   auto bad = [&](const std::string& why) -> ConfigError {
     return ConfigError(name + ": " + why + "; it cannot be resumed (delete it, or the whole "
                        "directory, to start the run again)");
   };
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(file, ec);
+  std::ifstream f(file, std::ios::binary);
+  if (ec || !f) throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
+  Fnv sum;
+  std::uintmax_t at = 0;
+  // Reads n bytes into p, into the checksum.
+  auto get = [&](void* p, std::size_t n) {
+    if (!f.read(static_cast<char*>(p), static_cast<std::streamsize>(n))) throw bad("the checkpoint is truncated");
+    sum.add(p, n);
+    at += n;
+  };
   const std::string magic = kMagic;
-  if (s.compare(0, magic.size(), magic) != 0) throw bad("not a ukb checkpoint (no 'UKB-CHECKPOINT 1' header)");
-  // Trailer: the checksum of everything before it.
-  constexpr std::size_t trailer_size = 8 + 16 + 1;
-  if (s.size() < magic.size() + trailer_size) throw bad("the checkpoint is truncated");
-  const std::string body = s.substr(0, s.size() - trailer_size);
-  const std::string trailer = s.substr(s.size() - trailer_size);
-  char expect[32];
-  std::snprintf(expect, sizeof expect, "FNV1A64 %016" PRIx64 "\n", fnv1a64(body));
-  if (trailer.compare(0, 8, "FNV1A64 ") != 0) throw bad("the checkpoint is truncated (no checksum at its end)");
-  if (trailer != expect) throw bad("the checkpoint is corrupted (checksum mismatch)");
-
-  std::size_t at = magic.size();
-  const std::size_t nl = body.find('\n', at);
-  if (nl == std::string::npos) throw bad("the checkpoint's header is damaged");
-  std::size_t hlen = 0;
-  try {
-    hlen = std::stoul(body.substr(at, nl - at));
-  } catch (const std::exception&) {
-    throw bad("the checkpoint's header is damaged");
+  std::string m(magic.size(), '\0');
+  if (size < magic.size()) throw bad("not a ukb checkpoint (no 'UKB-CHECKPOINT 1' header)");
+  get(m.data(), m.size());
+  if (m != magic) throw bad("not a ukb checkpoint (no 'UKB-CHECKPOINT 1' header)");
+  std::string digits;
+  for (char c; digits.size() < 20;) {
+    get(&c, 1);
+    if (c == '\n') break;
+    if (c < '0' || c > '9') throw bad("the checkpoint's header is damaged");
+    digits += c;
   }
-  at = nl + 1;
-  if (hlen > body.size() - at) throw bad("the checkpoint's header is damaged");
+  if (digits.empty() || digits.size() >= 20) throw bad("the checkpoint's header is damaged");
+  const std::uintmax_t hlen = std::stoull(digits);
+  if (hlen > size - at || size - at - hlen < kTrailer) throw bad("the checkpoint is truncated");
+  std::string text(static_cast<std::size_t>(hlen), '\0');
+  get(text.data(), text.size());
+
   Checkpoint k;
+  CheckpointHeader& h = k.header;
   try {
-    const nlohmann::json h = nlohmann::json::parse(body.substr(at, hlen));
-    k.version = h.at("version").get<std::string>();
-    k.config_text = h.at("config_text").get<std::string>();
-    k.config_path = h.at("config_path").get<std::string>();
-    k.identity = h.at("identity").get<std::string>();
-    k.samples = h.at("samples").get<long>();
-    k.done = h.at("done").get<long>();
-    k.system_steps = h.at("system_steps").get<double>();
-    for (const nlohmann::json& c : h.at("columns")) {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    auto integer = [&](const char* key) {
+      const nlohmann::json& v = j.at(key);
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0) throw bad(std::string("the checkpoint's header is damaged (") + key + ")");
+      return static_cast<long>(v.get<std::int64_t>());
+    };
+    h.version = j.at("version").get<std::string>();
+    h.config_text = j.at("config_text").get<std::string>();
+    h.config_path = j.at("config_path").get<std::string>();
+    h.identity = j.at("identity").get<std::string>();
+    h.samples = integer("samples");
+    h.done = integer("done");
+    h.system_steps = j.at("system_steps").get<double>();
+    for (const nlohmann::json& c : j.at("columns")) {
       Column col;
       col.name = c.at("name").get<std::string>();
       col.integer = c.at("integer").get<bool>();
       col.input = c.at("input").get<bool>();
       k.cols.push_back(std::move(col));
     }
+    if (!nlohmann::json::accept(h.identity)) throw bad("the checkpoint's header is damaged (identity)");
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("the checkpoint's header is damaged (") + e.what() + ")");
   }
-  at += hlen;
-  if (k.done < 0 || k.done > k.samples) throw bad("the checkpoint's header is damaged (done > samples)");
-  const std::size_t rows = static_cast<std::size_t>(k.done);
-  if (body.size() - at != rows * (8 * k.cols.size() + 4))
-    throw bad("the checkpoint's size does not match its header");
+  if (h.done > h.samples) throw bad("the checkpoint's header is damaged (done > samples)");
+  // The body's size, checked by division (no overflow) before anything is
+  // allocated.
+  const std::uintmax_t body = size - at - kTrailer, per_row = 8 * k.cols.size() + 4;
+  const std::uintmax_t rows = static_cast<std::uintmax_t>(h.done);
+  if (body % per_row != 0 || body / per_row != rows)
+    throw bad("the checkpoint is truncated or damaged (its size does not match its header)");
   for (Column& c : k.cols) {
     if (c.integer) {
       c.i.resize(rows);
-      if (rows) std::memcpy(c.i.data(), body.data() + at, rows * 8);
+      get(c.i.data(), rows * 8);
     } else {
       c.d.resize(rows);
-      if (rows) std::memcpy(c.d.data(), body.data() + at, rows * 8);
+      get(c.d.data(), rows * 8);
     }
-    at += rows * 8;
   }
   k.status.resize(rows);
-  if (rows) std::memcpy(k.status.data(), body.data() + at, rows * 4);
+  get(k.status.data(), rows * 4);
+  std::string trailer(kTrailer, '\0');
+  if (!f.read(trailer.data(), static_cast<std::streamsize>(kTrailer))) throw bad("the checkpoint is truncated");
+  if (trailer.compare(0, 8, "FNV1A64 ") != 0) throw bad("the checkpoint is truncated (no checksum at its end)");
+  if (trailer != sum.trailer()) throw bad("the checkpoint is corrupted (checksum mismatch)");
   return k;
 }
 
@@ -154,11 +231,17 @@ std::string config_identity(const std::string& config_json) {
   j.erase("threads");
   if (j.contains("integrator")) j["integrator"].erase("chunk");  // results do not depend on it
   if (j.contains("output")) j["output"].erase("checkpoint_interval");
-  return j.dump();
+  return dump(j);
 }
 
 std::string identity_difference(const std::string& checkpoint, const std::string& now) {
-  const nlohmann::json a = nlohmann::json::parse(checkpoint), b = nlohmann::json::parse(now);
+  nlohmann::json a, b;
+  try {
+    a = nlohmann::json::parse(checkpoint);
+    b = nlohmann::json::parse(now);
+  } catch (const nlohmann::json::exception&) {
+    return "the checkpoint's config is damaged";
+  }
   if (a == b) return "";
   // The first differing leaf, by JSON pointer.
   const nlohmann::json fa = a.flatten(), fb = b.flatten();
@@ -169,12 +252,12 @@ std::string identity_difference(const std::string& checkpoint, const std::string
   };
   for (auto it = fa.begin(); it != fa.end(); ++it) {
     const std::string key = it.key();
-    if (!fb.contains(key)) return dotted(key) + ": " + it.value().dump() + " in the checkpoint, absent now";
+    if (!fb.contains(key)) return dotted(key) + ": " + dump(it.value()) + " in the checkpoint, absent now";
     if (fb.at(key) != it.value())
-      return dotted(key) + ": " + it.value().dump() + " in the checkpoint, " + fb.at(key).dump() + " now";
+      return dotted(key) + ": " + dump(it.value()) + " in the checkpoint, " + dump(fb.at(key)) + " now";
   }
   for (auto it = fb.begin(); it != fb.end(); ++it)
-    if (!fa.contains(it.key())) return dotted(it.key()) + ": absent in the checkpoint, " + it.value().dump() + " now";
+    if (!fa.contains(it.key())) return dotted(it.key()) + ": absent in the checkpoint, " + dump(it.value()) + " now";
   return "the configs differ";
 }
 

@@ -13,8 +13,10 @@
 //           double or int64), then `done` statuses (int32)
 //   "FNV1A64 " + 16 hex digits + "\n": the checksum of everything before
 //
-// It is written to NAME.tmp and renamed, so a checkpoint on disk is always
-// complete: an interruption while writing leaves the previous one.
+// The body is streamed from and to the columns (no copy of the table). The
+// file is written to NAME.tmp, flushed to the disk (fsync) and renamed, and
+// the directory is synced: a checkpoint on disk is always complete, and an
+// interruption while writing leaves the previous one.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +35,8 @@ struct Column {
   std::vector<std::int64_t> i;  ///< values of an integer column
 };
 
-/// The content of a checkpoint file.
-struct Checkpoint {
+/// What a checkpoint says about its run.
+struct CheckpointHeader {
   std::string version;          ///< ukb version that wrote it
   std::string config_text;      ///< the config file's text
   std::string config_path;      ///< the config file's path when the run began
@@ -42,19 +44,26 @@ struct Checkpoint {
   long samples = 0;             ///< samples of the run
   long done = 0;                ///< samples whose results are stored
   double system_steps = 0;      ///< RK4 system-steps taken for them
-  std::vector<Column> cols;     ///< the results table's first `done` rows
+};
+
+/// The content of a checkpoint file.
+struct Checkpoint {
+  CheckpointHeader header;
+  std::vector<Column> cols;          ///< the results table's first `done` rows
   std::vector<std::int32_t> status;  ///< their statuses
 };
 
 /// The file name of the checkpoint in an output directory.
 inline const char* checkpoint_name = "checkpoint.ukb";
 
-/// Writes `k` to `file` atomically (file.tmp, then rename). Throws
-/// ConfigError when it cannot be written.
-void write_checkpoint(const std::filesystem::path& file, const Checkpoint& k);
+/// Writes the first h.done rows of `cols` and `status` with header `h` to
+/// `file` atomically and durably (file.tmp, fsync, rename, fsync of the
+/// directory). Throws ConfigError when it cannot be written.
+void write_checkpoint(const std::filesystem::path& file, const CheckpointHeader& h,
+                      const std::vector<Column>& cols, const std::vector<std::int32_t>& status);
 
 /// Reads a checkpoint. Throws ConfigError naming the file and the problem
-/// for a missing, truncated, corrupted or foreign file.
+/// for a missing, truncated, corrupted or foreign file (whatever its bytes).
 Checkpoint read_checkpoint(const std::filesystem::path& file);
 
 /// The parts of a config's resolved JSON that fix the results (everything

@@ -151,8 +151,22 @@ class Output {
     for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
     for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
       if (std::find(files_.begin(), files_.end(), n) == files_.end()) fs::remove(dir_ / n);
-    fs::remove(dir_ / checkpoint_name);  // the run is complete
+    remove_checkpoint();  // the run is complete
     committed_ = true;
+  }
+
+  // Removes the outputs of an earlier run into the directory: once this
+  // run's checkpoint is there, they would seem to belong to it.
+  void remove_stale() {
+    std::error_code ec;
+    for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
+      fs::remove(dir_ / n, ec);
+  }
+
+  void remove_checkpoint() {
+    fs::remove(dir_ / checkpoint_name);
+    std::error_code ec;
+    fs::remove(dir_ / (std::string(checkpoint_name) + ".tmp"), ec);
   }
 
   // The directory holds a checkpoint now: keep it whatever happens.
@@ -174,7 +188,10 @@ class Output {
 // The progress line (on a terminal only).
 class Progress {
  public:
-  Progress(bool on, long total) : on_(on), total_(total), start_(Clock::now()), last_(start_) {}
+  // done0 samples and steps0 system-steps were done before (a resumed run):
+  // rates and the time left count this process's work only.
+  Progress(bool on, long total, long done0 = 0, double steps0 = 0)
+      : on_(on), total_(total), done0_(done0), steps0_(steps0), start_(Clock::now()), last_(start_) {}
   void update(long done, double system_steps, bool final = false) {
     if (!on_) return;
     const auto now = Clock::now();
@@ -182,8 +199,10 @@ class Progress {
     last_ = now;
     const double el = std::chrono::duration<double>(now - start_).count();
     const double f = static_cast<double>(done) / static_cast<double>(total_);
+    const double here = static_cast<double>(done - done0_) / static_cast<double>(total_ - done0_);
+    system_steps -= steps0_;
     char eta[32] = "--";
-    if (f > 0 && !final) std::snprintf(eta, sizeof eta, "%.0f s", el * (1 - f) / f);
+    if (here > 0 && !final) std::snprintf(eta, sizeof eta, "%.0f s", el * (1 - here) / here);
     if (final) std::snprintf(eta, sizeof eta, "done in %.1f s", el);
     std::fprintf(stderr, "\r  %5.1f %%  %ld / %ld samples  %.3g system-steps/s  %s %s   ", 100 * f, done,
                  total_, el > 0 ? system_steps / el : 0.0, final ? "" : "left", eta);
@@ -193,7 +212,8 @@ class Progress {
 
  private:
   bool on_;
-  long total_;
+  long total_, done0_;
+  double steps0_;
   Clock::time_point start_, last_;
 };
 
@@ -331,14 +351,15 @@ Config resume_config(const std::string& dir) {
   if (!fs::exists(file))
     throw ConfigError("--resume: '" + dir + "' holds no checkpoint (" + checkpoint_name +
                       "): nothing to resume; a completed run removes its checkpoint");
-  const Checkpoint k = read_checkpoint(file);
+  const CheckpointHeader k = read_checkpoint(file).header;
   if (k.version != ukb::version)
     throw ConfigError(file.string() + ": written by ukb " + k.version + ", this is ukb " + ukb::version +
                       "; resume it with ukb " + k.version + " or start the run again");
   Config c = parse_config(k.config_text, k.config_path + " (as stored in " + file.string() + ")");
   c.path = k.config_path;
-  const std::string backend = nlohmann::json::parse(k.identity).at("backend").get<std::string>();
-  if (const std::optional<Backend> b = parse_backend(backend)) c.backend = *b;
+  const nlohmann::json id = nlohmann::json::parse(k.identity);  // JSON: read_checkpoint checked it
+  if (id.contains("backend") && id["backend"].is_string())
+    if (const std::optional<Backend> b = parse_backend(id["backend"].get<std::string>())) c.backend = *b;
   // A run whose config was changed in code after parsing cannot be rebuilt
   // from the file's text: resume it through the API, with that config.
   const std::string diff = identity_difference(k.identity, config_identity(c.to_json()));
@@ -430,26 +451,30 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   double system_steps = 0;
   long done = 0;
   if (o.resume) {
-    const Checkpoint k = read_checkpoint(ckpt_file);
-    if (k.version != ukb::version)
-      throw ConfigError(ckpt_file.string() + ": written by ukb " + k.version + ", this is ukb " + ukb::version +
-                        "; resume it with ukb " + k.version + " or start the run again");
-    const std::string diff = identity_difference(k.identity, identity);
+    Checkpoint k = read_checkpoint(ckpt_file);
+    const CheckpointHeader& h = k.header;
+    if (h.version != ukb::version)
+      throw ConfigError(ckpt_file.string() + ": written by ukb " + h.version + ", this is ukb " + ukb::version +
+                        "; resume it with ukb " + h.version + " or start the run again");
+    const std::string diff = identity_difference(h.identity, identity);
     if (!diff.empty())
       throw ConfigError(ckpt_file.string() + ": the checkpoint belongs to another config (" + diff +
                         "); resume with the same config and backend, or start the run again elsewhere");
-    bool same_cols = k.cols.size() == T.cols.size() && k.samples == c.samples &&
-                     k.status.size() == static_cast<std::size_t>(k.done);
+    bool same_cols = k.cols.size() == T.cols.size() && h.samples == c.samples &&
+                     k.status.size() == static_cast<std::size_t>(h.done);
     for (std::size_t j = 0; same_cols && j < T.cols.size(); ++j)
       same_cols = k.cols[j].name == T.cols[j].name && k.cols[j].integer == T.cols[j].integer;
     if (!same_cols) throw ConfigError(ckpt_file.string() + ": the checkpoint's columns do not match this run's");
+    // The checkpoint's columns become the table's (one copy in memory).
     for (std::size_t j = 0; j < T.cols.size(); ++j) {
-      T.cols[j].d.insert(T.cols[j].d.end(), k.cols[j].d.begin(), k.cols[j].d.end());
-      T.cols[j].i.insert(T.cols[j].i.end(), k.cols[j].i.begin(), k.cols[j].i.end());
+      T.cols[j].d = std::move(k.cols[j].d);
+      T.cols[j].i = std::move(k.cols[j].i);
+      T.cols[j].integer ? T.cols[j].i.reserve(S) : T.cols[j].d.reserve(S);
     }
-    T.status.insert(T.status.end(), k.status.begin(), k.status.end());
-    done = k.done;
-    system_steps = k.system_steps;
+    T.status = std::move(k.status);
+    T.status.reserve(S);
+    done = h.done;
+    system_steps = h.system_steps;
     out.keep();
   } else if (fs::exists(ckpt_file)) {
     throw ConfigError((!o.out_dir.empty() ? std::string("--out") : c.path + ": key 'output.dir'") + ": '" + dir +
@@ -457,22 +482,21 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
                       "`, or delete " + ckpt_file.string() + " to start again");
   }
   auto save = [&] {
-    Checkpoint k;
-    k.version = ukb::version;
-    k.config_text = c.text;
-    k.config_path = c.path;
-    k.identity = identity;
-    k.samples = c.samples;
-    k.done = done;
-    k.system_steps = system_steps;
-    k.cols = T.cols;
-    k.status = T.status;
-    write_checkpoint(ckpt_file, k);
+    CheckpointHeader h;
+    h.version = ukb::version;
+    h.config_text = c.text;
+    h.config_path = c.path;
+    h.identity = identity;
+    h.samples = c.samples;
+    h.done = done;
+    h.system_steps = system_steps;
+    write_checkpoint(ckpt_file, h, T.cols, T.status);
     out.keep();
+    out.remove_stale();
   };
 
   const EngineOptions eo{.threads = c.threads, .rank_rtol = c.rank_rtol};
-  Progress progress(o.progress, c.samples);
+  Progress progress(o.progress, c.samples, done, system_steps);
   auto last_save = Clock::now();
   std::vector<double> nat(M.initial_names.size());
   for (long first = done; first < c.samples; first += c.chunk) {
@@ -536,7 +560,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     }
     if (o.after_chunk) o.after_chunk(done);
     if (done == c.samples) break;
-    const bool stop = o.stop && *o.stop;
+    const bool stop = o.stop && o.stop->load() != 0;
     if (stop || std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
       save();
       last_save = Clock::now();

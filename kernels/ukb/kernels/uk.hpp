@@ -59,7 +59,8 @@ UKB_HD inline void baumgarte_rhs(const typename Mo::Scalar* q, const typename Mo
 /// Relative tolerance of the consistency check of the constraints:
 /// sqrt(epsilon) of T (1.5e-8 in double, 3.5e-4 in float). An evaluation is
 /// *inconsistent* where max_i |(A q'' - b)_i| exceeds this times the scale
-/// max_i (|b_i| + sum_k |A_ik a_k|) of the right-hand side r = b - A a: no
+/// max_i (|b_i| + sum_k |A_ik a_k|) of the right-hand side r = b - A a
+/// (and that scale is not 0: then r = 0, which every A meets): no
 /// acceleration meets every row, and q'' is the least-squares compromise.
 /// Round-off, even with cond(B) ~ 1e7, stays well below it.
 template <class T>
@@ -134,7 +135,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
     for (int k = 0; k < n; ++k) s += B[i * n + k] * z[k];
     worst = abs(s) > worst ? abs(s) : worst;
   }
-  out.inconsistent = worst > consistency_rtol<T>() * r_scale;
+  out.inconsistent = r_scale > T(0) && worst > consistency_rtol<T>() * r_scale;
   mul_lower<n>(L, z, out.Qc_ideal);
   pinv.apply_gram(r, out.lambda);
 
