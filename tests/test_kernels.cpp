@@ -45,6 +45,25 @@ TEST(Kernels, CholeskyMatchesEigenOnRandomSpdMatrices) {
   }
 }
 
+// X <- X L^{-T} for several rows at once: X L^T gives back the rows (to
+// round-off), and each row is bitwise the single-row forward substitution.
+TEST(Kernels, TriangularSolvesOfSeveralRowsAtOnce) {
+  Rng rng(62);
+  for (int trial = 0; trial < 20; ++trial) {
+    const MatrixXd Y = rng.matrix(12, 12);
+    const MatrixXd M = Y * Y.transpose() + 0.1 * MatrixXd::Identity(12, 12);
+    Eigen::Matrix<double, 12, 12, Eigen::RowMajor> A = M;
+    double rd[12];
+    ASSERT_EQ(kernels::cholesky<12>(A.data(), rd), 0);
+    const MatrixXd L = A.triangularView<Eigen::Lower>();
+    Eigen::Matrix<double, 5, 12, Eigen::RowMajor> X0 = rng.matrix(5, 12), X = X0, Xs = X0;
+    kernels::solve_lower_rows<12, 5>(A.data(), rd, X.data());
+    for (int r = 0; r < 5; ++r) kernels::solve_lower<12>(A.data(), rd, Xs.data() + 12 * r);
+    EXPECT_LT((MatrixXd(X) * L.transpose() - MatrixXd(X0)).norm() / X0.norm(), 1e-13);
+    for (int k = 0; k < 60; ++k) EXPECT_EQ(X.data()[k], Xs.data()[k]) << k;
+  }
+}
+
 TEST(Kernels, PinvOneByTwoByHand) {
   const double B[2] = {3, 4};
   kernels::PseudoInverse<1, 2, double> p;

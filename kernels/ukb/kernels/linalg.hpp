@@ -73,6 +73,20 @@ UKB_HD inline void solve_lower(const T* L, const T* rdiag, T* x) {
   }
 }
 
+/// X <- X L^{-T} for R rows of X (R x N row-major): every row forward
+/// substituted as solve_lower does, row i of L at a time for all rows of
+/// X, so that the R recurrences run side by side instead of one after the
+/// other (the same operations in the same order per row).
+template <int N, int R, class T>
+UKB_HD inline void solve_lower_rows(const T* L, const T* rdiag, T* X) {
+  for (int i = 0; i < N; ++i)
+    for (int r = 0; r < R; ++r) {
+      T s = X[r * N + i];
+      for (int k = 0; k < i; ++k) s -= L[i * N + k] * X[r * N + k];
+      X[r * N + i] = s * rdiag[i];
+    }
+}
+
 /// x <- L^{-T} x (back substitution with the transpose of L).
 template <int N, class T>
 UKB_HD inline void solve_lower_transpose(const T* L, const T* rdiag, T* x) {

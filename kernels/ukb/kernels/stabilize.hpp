@@ -45,7 +45,7 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
   if (!all_finite<n * n>(L) || !all_finite<m * n>(J) || !all_finite<m>(e))
     return Status::failed_nonfinite;
   if (cholesky<n>(L, rd) != 0) return Status::failed_mass_matrix;
-  for (int i = 0; i < m; ++i) solve_lower<n>(L, rd, J + i * n);  // J <- J L^{-T}, row by row
+  solve_lower_rows<n, m>(L, rd, J);  // J <- J L^{-T}
   PseudoInverse<m, n, T> pinv;
   pinv.factor(J, rank_rtol);
   pinv.apply(e, dx);

@@ -119,7 +119,7 @@ UKB_HD Status uk_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
     r_scale = sa > r_scale ? sa : r_scale;
   }
   T* B = A;  // A is not needed any more
-  for (int i = 0; i < m; ++i) solve_lower<n>(L, rd, B + i * n);
+  solve_lower_rows<n, m>(L, rd, B);
   PseudoInverse<m, n, T> pinv;
   pinv.factor(B, rank_rtol);
   out.rank = pinv.rank;
