@@ -141,10 +141,8 @@ ModelInfo make_info() {
     const reference::Terms k = reference::terms<Mo>(b.params(0), q, qd, t);
     r.constraint_residual = (k.A * r.qdd - k.b).cwiseAbs().maxCoeff();
     // The flag by the reference's definition, from this backend's q''.
-    const Eigen::VectorXd a = k.M.llt().solve(k.Q);
-    const double scale = (k.b.cwiseAbs() + (k.A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff();
-    r.inconsistent = r.status == Status::ok && scale > 0 &&
-                     r.constraint_residual > kernels::consistency_rtol<double>() * scale;
+    r.inconsistent = r.status == Status::ok &&
+                     reference::is_inconsistent(k.A, k.b, k.M.llt().solve(k.Q), r.constraint_residual);
     return r;
   };
   info.reference_terms = [](std::span<const double> values, const Eigen::VectorXd& q,

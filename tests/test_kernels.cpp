@@ -33,11 +33,16 @@ TEST(Kernels, CholeskyReportsTheFailingPivot) {
   EXPECT_EQ(kernels::cholesky<2>(nan), 1);
 }
 
+// A random symmetric positive definite 12 x 12 matrix (eigenvalues >= 0.1).
+MatrixXd random_spd(Rng& rng) {
+  const MatrixXd X = rng.matrix(12, 12);
+  return X * X.transpose() + 0.1 * MatrixXd::Identity(12, 12);
+}
+
 TEST(Kernels, CholeskyMatchesEigenOnRandomSpdMatrices) {
   Rng rng(61);
   for (int trial = 0; trial < 50; ++trial) {
-    const MatrixXd X = rng.matrix(12, 12);
-    const MatrixXd M = X * X.transpose() + 0.1 * MatrixXd::Identity(12, 12);
+    const MatrixXd M = random_spd(rng);
     Eigen::Matrix<double, 12, 12, Eigen::RowMajor> A = M;
     ASSERT_EQ(kernels::cholesky<12>(A.data()), 0);
     const MatrixXd L = A.triangularView<Eigen::Lower>();
@@ -50,9 +55,7 @@ TEST(Kernels, CholeskyMatchesEigenOnRandomSpdMatrices) {
 TEST(Kernels, TriangularSolvesOfSeveralRowsAtOnce) {
   Rng rng(62);
   for (int trial = 0; trial < 20; ++trial) {
-    const MatrixXd Y = rng.matrix(12, 12);
-    const MatrixXd M = Y * Y.transpose() + 0.1 * MatrixXd::Identity(12, 12);
-    Eigen::Matrix<double, 12, 12, Eigen::RowMajor> A = M;
+    Eigen::Matrix<double, 12, 12, Eigen::RowMajor> A = random_spd(rng);
     double rd[12];
     ASSERT_EQ(kernels::cholesky<12>(A.data(), rd), 0);
     const MatrixXd L = A.triangularView<Eigen::Lower>();

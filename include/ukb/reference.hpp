@@ -63,6 +63,12 @@ struct Result {
   bool inconsistent = false;
 };
 
+/// The inconsistency rule of Result::inconsistent: `residual` = max|A q'' - b|
+/// above kernels::consistency_rtol<double>() times max_i (|b_i| + sum_k
+/// |A_ik a_k|) > 0, with a = M^{-1} Q.
+bool is_inconsistent(const Eigen::MatrixXd& A, const Eigen::VectorXd& b, const Eigen::VectorXd& a,
+                     double residual);
+
 /// The non-ideal force C (n) as a function of Qc_ideal (n) and lambda (m).
 using NonidealFn =
     std::function<Eigen::VectorXd(const Eigen::VectorXd& Qc_ideal, const Eigen::VectorXd& lambda)>;

@@ -89,13 +89,17 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
   out.qdd = a + L.transpose().triangularView<Eigen::Upper>().solve(z);
   out.Qc_nonideal = L * (chat - svd.pinv_apply(B * chat));
   out.constraint_residual = m > 0 ? (A * out.qdd - b).cwiseAbs().maxCoeff() : 0.0;
-  const double scale = m > 0 ? (b.cwiseAbs() + (A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff() : 0.0;
-  out.inconsistent = scale > 0 && out.constraint_residual > kernels::consistency_rtol<double>() * scale;
+  out.inconsistent = m > 0 && is_inconsistent(A, b, a, out.constraint_residual);
   out.status = Status::ok;
   if (!finite(out.qdd) || !finite(out.Qc_ideal) || !finite(out.Qc_nonideal) ||
       !finite(out.lambda))
     return failed(Status::failed_nonfinite, n, m);
   return out;
+}
+
+bool is_inconsistent(const MatrixXd& A, const VectorXd& b, const VectorXd& a, double residual) {
+  const double scale = (b.cwiseAbs() + (A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff();
+  return scale > 0 && residual > kernels::consistency_rtol<double>() * scale;
 }
 
 Status rk4_step(const AccelFn& f, State& s, double dt) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <bit>
 #include <chrono>
@@ -95,6 +96,17 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   return j;
 }
 
+// The files a run writes (each only when asked for).
+constexpr std::array<const char*, 5> kOutputs{"results.csv", "results.npy", "summary.json",
+                                              "trajectories.csv", "run.json"};
+
+// A checkpoint written by another ukb version is refused.
+void check_version(const fs::path& file, const CheckpointHeader& h) {
+  if (h.version != ukb::version)
+    throw ConfigError(file.string() + ": written by ukb " + h.version + ", this is ukb " + ukb::version +
+                      "; resume it with ukb " + h.version + " or start the run again");
+}
+
 // Files written to NAME.tmp, renamed to NAME by commit(); on destruction
 // without commit, the temporaries (and a directory we created) are removed.
 class Output {
@@ -149,7 +161,7 @@ class Output {
   // belong to it).
   void commit() {
     for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
-    for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
+    for (const char* n : kOutputs)
       if (std::find(files_.begin(), files_.end(), n) == files_.end()) fs::remove(dir_ / n);
     remove_checkpoint();  // the run is complete
     committed_ = true;
@@ -159,8 +171,7 @@ class Output {
   // run's checkpoint is there, they would seem to belong to it.
   void remove_stale() {
     std::error_code ec;
-    for (const char* n : {"results.csv", "results.npy", "summary.json", "trajectories.csv", "run.json"})
-      fs::remove(dir_ / n, ec);
+    for (const char* n : kOutputs) fs::remove(dir_ / n, ec);
   }
 
   void remove_checkpoint() {
@@ -352,9 +363,7 @@ Config resume_config(const std::string& dir) {
     throw ConfigError("--resume: '" + dir + "' holds no checkpoint (" + checkpoint_name +
                       "): nothing to resume; a completed run removes its checkpoint");
   const CheckpointHeader k = read_checkpoint(file).header;
-  if (k.version != ukb::version)
-    throw ConfigError(file.string() + ": written by ukb " + k.version + ", this is ukb " + ukb::version +
-                      "; resume it with ukb " + k.version + " or start the run again");
+  check_version(file, k);
   Config c = parse_config(k.config_text, k.config_path + " (as stored in " + file.string() + ")");
   c.path = k.config_path;
   const nlohmann::json id = nlohmann::json::parse(k.identity);  // JSON: read_checkpoint checked it
@@ -444,7 +453,6 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   const std::size_t c_proj = T.cols.size();
   if (projecting) T.add("projection_failures", true, S);
 
-
   // A checkpoint: continue from it (--resume), or refuse to overwrite it.
   const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
   const std::string identity = config_identity(c.to_json());
@@ -453,9 +461,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   if (o.resume) {
     Checkpoint k = read_checkpoint(ckpt_file);
     const CheckpointHeader& h = k.header;
-    if (h.version != ukb::version)
-      throw ConfigError(ckpt_file.string() + ": written by ukb " + h.version + ", this is ukb " + ukb::version +
-                        "; resume it with ukb " + h.version + " or start the run again");
+    check_version(ckpt_file, h);
     const std::string diff = identity_difference(h.identity, identity);
     if (!diff.empty())
       throw ConfigError(ckpt_file.string() + ": the checkpoint belongs to another config (" + diff +
