@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "ukb/cpu/parallel.hpp"
+#include "ukb/cpu/simd.hpp"
 #include "ukb/batch.hpp"
 #include "ukb/cuda_engine.hpp"
 #include "ukb/kernels/system.hpp"
@@ -60,6 +61,9 @@ struct EngineOptions {
   int chunk = 64;         ///< systems handed to a CPU thread at a time
   double rank_rtol = -1;  ///< relative rank tolerance; < 0: 1e-10 (double), 1e-5 (float)
   int cuda_block = 128;   ///< threads per CUDA block
+  /// CPU backend: integrate cpu::lane_width systems at a time in SIMD lanes
+  /// (cpu/simd.hpp; bitwise the same results); false: one at a time.
+  bool simd = true;
 };
 
 /// How a run keeps the state on the constraint manifold (README,
@@ -421,7 +425,13 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
       }
       return;
     case Backend::cpu:
-      cpu::parallel_for(b.size(), o.threads, o.chunk, kernels::IntegrateBody<Mo>{b.view(), s});
+      if (o.simd) {
+        using Lanes = cpu::IntegrateLanes<Mo>;
+        cpu::parallel_for(Lanes::groups(b.size()), o.threads, std::max(1, o.chunk / Lanes::W),
+                          Lanes{b.view(), s});
+      } else {
+        cpu::parallel_for(b.size(), o.threads, o.chunk, kernels::IntegrateBody<Mo>{b.view(), s});
+      }
       return;
     case Backend::cuda:
       if constexpr (on_cuda<Mo>) {

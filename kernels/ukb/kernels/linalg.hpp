@@ -11,19 +11,21 @@
 #include <limits>
 
 #include "ukb/config.hpp"
+#include "ukb/kernels/lanes.hpp"
 
 namespace ukb::kernels {
 
-/// True when x is neither NaN nor infinite (valid without -ffast-math).
+/// True (per lane) when x is neither NaN nor infinite (valid without
+/// -ffast-math).
 template <class T>
-UKB_HD inline bool is_finite(T x) {
+UKB_HD inline MaskOf<T> is_finite(T x) {
   return x - x == T(0);
 }
 
-/// True when every entry of x (K) is finite.
+/// True (per lane) when every entry of x (K) is finite.
 template <int K, class T>
-UKB_HD inline bool all_finite(const T* x) {
-  bool ok = true;
+UKB_HD inline MaskOf<T> all_finite(const T* x) {
+  MaskOf<T> ok(true);
   for (int i = 0; i < K; ++i) ok = ok && is_finite(x[i]);
   return ok;
 }
@@ -32,17 +34,24 @@ UKB_HD inline bool all_finite(const T* x) {
 /// (row-major; only the lower triangle is read). On success the lower
 /// triangle holds L, `rdiag` (N) the reciprocals 1 / L_jj, and the result
 /// is 0; otherwise the result is k + 1 for the first pivot k that is not
-/// positive (or not finite). The reciprocals turn the divisions of the
-/// factorisation and of every later triangular solve into multiplications:
-/// a division sits on the critical path of each row's recurrence and costs
-/// several times a multiplication's latency.
+/// positive (or not finite), per lane. The reciprocals turn the divisions of
+/// the factorisation and of every later triangular solve into
+/// multiplications: a division sits on the critical path of each row's
+/// recurrence and costs several times a multiplication's latency. A lane
+/// that fails goes on with NaN until every lane has failed.
 template <int N, class T>
-UKB_HD inline int cholesky(T* A, T* rdiag) {
+UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag) {
+  using L = Lanes<T>;
   using std::sqrt;
+  typename L::Int info{};
+  MaskOf<T> ok(true);
   for (int j = 0; j < N; ++j) {
     T d = A[j * N + j];
     for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
-    if (!(d > T(0)) || !is_finite(d)) return j + 1;
+    const MaskOf<T> bad = !(d > T(0)) || !is_finite(d);
+    L::first(info, bad, j + 1);
+    ok = ok && !bad;
+    if (!L::any(ok)) return info;
     const T ljj = sqrt(d), r = T(1) / ljj;
     A[j * N + j] = ljj;
     rdiag[j] = r;
@@ -52,12 +61,12 @@ UKB_HD inline int cholesky(T* A, T* rdiag) {
       A[i * N + j] = s * r;
     }
   }
-  return 0;
+  return info;
 }
 
 /// cholesky(A, rdiag) without the reciprocals.
 template <int N, class T>
-UKB_HD inline int cholesky(T* A) {
+UKB_HD inline typename Lanes<T>::Int cholesky(T* A) {
   T rdiag[N];
   return cholesky<N>(A, rdiag);
 }
@@ -134,30 +143,51 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 /// with the same relative rule): the fast path only where rank M is certain.
 template <int M, int N, class T>
 struct PseudoInverse {
+  using L = Lanes<T>;
+  using Mask = MaskOf<T>;
   T W[N * M];   // B^T V (Jacobi) or B^T (Gram), N x M, row-major
   T V[M * M];   // orthogonal V (Jacobi) or L with G = L L^T (Gram), row-major
   T inv_s2[M];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
-  int rank = 0;
-  int sweeps = 0;     // Jacobi sweeps used; 40 (max_sweeps) means not converged
-  bool gram = false;  // true: the Gram–Cholesky route was taken
+  typename L::Int rank{};
+  int sweeps = 0;     // Jacobi sweeps used (the most of any lane); 40 (max_sweeps): not converged
+  Mask gram{false};   // true: the Gram–Cholesky route was taken (per lane)
 
   /// Largest certified condition bound of G for the Gram route, about
   /// eps^{-1/3}: 1.6e5 in double, 200 in float.
-  UKB_HD static constexpr T gram_kappa_max() { return sizeof(T) >= 8 ? T(1.6e5) : T(200); }
+  UKB_HD static constexpr typename L::Scalar gram_kappa_max() {
+    using S = typename L::Scalar;
+    return sizeof(S) >= 8 ? S(1.6e5) : S(200);
+  }
 
   /// Factorises B (M x N, row-major) with relative rank tolerance rtol;
-  /// `allow_gram` = false forces the Jacobi route (studies, tests).
+  /// `allow_gram` = false forces the Jacobi route (studies, tests). In a
+  /// pack, each lane takes its own route: the lanes that the Gram route
+  /// cannot certify are factorised by Jacobi on copies and merged.
   UKB_HD void factor(const T* B, T rtol, bool allow_gram = true) {
     for (int k = 0; k < N; ++k)
       for (int i = 0; i < M; ++i) W[k * M + i] = B[i * N + k];
+    sweeps = 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
-    gram = allow_gram && M > 1 && try_gram(rtol);
-    if (gram) {
-      rank = M;
-      sweeps = 0;
+    gram = Mask(false);
+    if (allow_gram && M > 1) gram = try_gram(rtol);
+    if (L::all(gram)) {
+      rank = typename L::Int{};
+      for (int i = 0; i < M; ++i) L::count(rank, gram);
       return;
     }
-    jacobi(rtol);
+    if constexpr (L::width > 1) {
+      if (L::any(gram)) {  // some lanes certified: Jacobi for the others on copies
+        T Wj[N * M], Vj[M * M], sj[M];
+        for (int k = 0; k < N * M; ++k) Wj[k] = W[k];
+        sweeps = jacobi(Wj, Vj, sj, rtol, rank);
+        for (int k = 0; k < N * M; ++k) W[k] = L::select(gram, W[k], Wj[k]);
+        for (int k = 0; k < M * M; ++k) V[k] = L::select(gram, V[k], Vj[k]);
+        for (int i = 0; i < M; ++i) inv_s2[i] = L::select(gram, inv_s2[i], sj[i]);
+        for (int l = 0; l < L::width; ++l) rank[l] = gram[l] ? M : rank[l];
+        return;
+      }
+    }
+    sweeps = jacobi(W, V, inv_s2, rtol, rank);
   }
 
   /// x <- B^+ y  (y: M, x: N).
@@ -175,20 +205,20 @@ struct PseudoInverse {
   UKB_HD void apply_gram(const T* y, T* x) const {
     T z[M];
     coefficients(y, z);
-    if (gram) {
+    if (L::all(gram)) {
       for (int i = 0; i < M; ++i) x[i] = z[i];  // G^{-1} y
       return;
     }
     for (int k = 0; k < M; ++k) {
       T s = T(0);
       for (int i = 0; i < M; ++i) s += V[k * M + i] * z[i];
-      x[k] = s;
+      x[k] = L::select(gram, z[k], s);
     }
   }
 
  private:
-  // G = W^T W into V, its Cholesky factor, and the certificate.
-  UKB_HD bool try_gram(T rtol) {
+  // G = W^T W into V, its Cholesky factor, and the certificate (per lane).
+  UKB_HD Mask try_gram(T rtol) {
     T* G = V;
     T trace = T(0);
     for (int i = 0; i < M; ++i) {
@@ -199,7 +229,9 @@ struct PseudoInverse {
       }
       trace += G[i * M + i];
     }
-    if (cholesky<M>(G, inv_s2) != 0) return false;  // inv_s2: 1 / L_ii in Gram mode
+    // inv_s2: 1 / L_ii in Gram mode.
+    const Mask factored = L::is_zero(cholesky<M>(G, inv_s2));
+    if (!L::any(factored)) return factored;
     // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
     T frob = T(0);
     for (int j = 0; j < M; ++j) {
@@ -214,17 +246,19 @@ struct PseudoInverse {
     }
     const T bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
     // Rank cut: s_min > rtol s_max with a margin of 100 (in s^2: 1e4).
-    return is_finite(bound) && bound <= gram_kappa_max() && bound * rtol * rtol < T(1e-4);
+    return factored && is_finite(bound) && bound <= T(gram_kappa_max()) &&
+           bound * rtol * rtol < T(typename L::Scalar(1e-4));
   }
 
-  // x <- z coefficients: Gram G^{-1} y; Jacobi S^{-2} V^T y.
-  UKB_HD void coefficients(const T* y, T* z) const {
-    if (gram) {
-      for (int i = 0; i < M; ++i) z[i] = y[i];
-      solve_lower<M>(V, inv_s2, z);
-      solve_lower_transpose<M>(V, inv_s2, z);
-      return;
-    }
+  // Gram: z = G^{-1} y.
+  UKB_HD void gram_coefficients(const T* y, T* z) const {
+    for (int i = 0; i < M; ++i) z[i] = y[i];
+    solve_lower<M>(V, inv_s2, z);
+    solve_lower_transpose<M>(V, inv_s2, z);
+  }
+
+  // Jacobi: z = S^{-2} V^T y.
+  UKB_HD void jacobi_coefficients(const T* y, T* z) const {
     for (int i = 0; i < M; ++i) {
       T s = T(0);
       for (int k = 0; k < M; ++k) s += V[k * M + i] * y[k];
@@ -232,17 +266,33 @@ struct PseudoInverse {
     }
   }
 
-  UKB_HD void jacobi(T rtol) {
+  // The coefficients z of x = W z, each lane by its route.
+  UKB_HD void coefficients(const T* y, T* z) const {
+    if (L::all(gram)) return gram_coefficients(y, z);
+    jacobi_coefficients(y, z);
+    if (!L::any(gram)) return;
+    T zg[M];
+    gram_coefficients(y, zg);
+    for (int i = 0; i < M; ++i) z[i] = L::select(gram, zg[i], z[i]);
+  }
+
+  // One-sided Jacobi on W (N x M): V (M x M) the rotations, s (M) 1 / s_i^2
+  // or 0 for a dropped singular value, rank the kept ones; returns the
+  // sweeps. A lane whose pair needs no rotation keeps its columns as they
+  // are (select), so every lane rotates exactly as a scalar would.
+  UKB_HD static int jacobi(T* W, T* V, T* inv, T rtol, typename L::Int& rank) {
     using std::abs;
     using std::sqrt;
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < M; ++j) V[i * M + j] = i == j ? T(1) : T(0);
     // Columns count as orthogonal when |cos angle| <= sqrt(N) eps, the
     // rounding level of a length-N dot product (as LAPACK's dgesvj).
-    const T tol = sqrt(T(N)) * std::numeric_limits<T>::epsilon();
+    using S = typename L::Scalar;
+    const T tol = T(sqrt(S(N)) * std::numeric_limits<S>::epsilon());
     constexpr int max_sweeps = 40;
     bool rotated = M > 1;
-    for (sweeps = 0; rotated && sweeps < max_sweeps; ++sweeps) {
+    int sweeps = 0;
+    for (; rotated && sweeps < max_sweeps; ++sweeps) {
       rotated = false;
       for (int p = 0; p < M - 1; ++p) {
         for (int q = p + 1; q < M; ++q) {
@@ -252,21 +302,22 @@ struct PseudoInverse {
             beta += W[k * M + q] * W[k * M + q];
             gamma += W[k * M + p] * W[k * M + q];
           }
-          if (!(abs(gamma) > tol * (sqrt(alpha) * sqrt(beta)))) continue;
+          const Mask rot = abs(gamma) > tol * (sqrt(alpha) * sqrt(beta));
+          if (!L::any(rot)) continue;
           rotated = true;
           // Rotation that zeroes the (p, q) entry of W^T W.
           const T zeta = (beta - alpha) / (T(2) * gamma);
-          const T t = (zeta >= T(0) ? T(1) : T(-1)) / (abs(zeta) + sqrt(T(1) + zeta * zeta));
+          const T t = L::select(zeta >= T(0), T(1), T(-1)) / (abs(zeta) + sqrt(T(1) + zeta * zeta));
           const T c = T(1) / sqrt(T(1) + t * t), s = c * t;
           for (int k = 0; k < N; ++k) {
             const T wp = W[k * M + p], wq = W[k * M + q];
-            W[k * M + p] = c * wp - s * wq;
-            W[k * M + q] = s * wp + c * wq;
+            W[k * M + p] = L::select(rot, c * wp - s * wq, wp);
+            W[k * M + q] = L::select(rot, s * wp + c * wq, wq);
           }
           for (int k = 0; k < M; ++k) {
             const T vp = V[k * M + p], vq = V[k * M + q];
-            V[k * M + p] = c * vp - s * vq;
-            V[k * M + q] = s * vp + c * vq;
+            V[k * M + p] = L::select(rot, c * vp - s * vq, vp);
+            V[k * M + q] = L::select(rot, s * vp + c * vq, vq);
           }
         }
       }
@@ -276,15 +327,16 @@ struct PseudoInverse {
     for (int i = 0; i < M; ++i) {
       s2[i] = T(0);
       for (int k = 0; k < N; ++k) s2[i] += W[k * M + i] * W[k * M + i];
-      s2_max = s2[i] > s2_max ? s2[i] : s2_max;
+      s2_max = L::select(s2[i] > s2_max, s2[i], s2_max);
     }
-    rank = 0;
+    rank = typename L::Int{};
     const T cut = rtol * rtol * s2_max;  // s_i > rtol s_max  <=>  s_i^2 > rtol^2 s_max^2
     for (int i = 0; i < M; ++i) {
-      const bool keep = s2[i] > cut && s2[i] > T(0);
-      inv_s2[i] = keep ? T(1) / s2[i] : T(0);
-      rank += keep ? 1 : 0;
+      const Mask keep = s2[i] > cut && s2[i] > T(0);
+      inv[i] = L::select(keep, T(1) / s2[i], T(0));
+      L::count(rank, keep);
     }
+    return sweeps;
   }
 };
 

@@ -85,20 +85,25 @@ UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps,
 /// states of stages 2, 3 and 4 and at the end. A step that is not clean
 /// crosses an event (for Coulomb friction: the sliding velocity reaches zero,
 /// where the friction force jumps), and RK4 must not be trusted across it.
+/// True when the event function g is on the side of g0 (> 0 or < 0) and
+/// not zero: a stage or an end state that does not cross the event.
+template <class T>
+UKB_HD inline bool same_side(T g, T g0) {
+  return g != T(0) && (g > T(0)) == (g0 > T(0));
+}
+
 template <Model Mo>
 UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
                          typename Mo::Scalar h, typename Mo::Scalar g0,
                          const typename Mo::Params& p,
                          const StageSettings<typename Mo::Scalar>& ss, bool& clean) {
   using T = typename Mo::Scalar;
-  const bool positive = g0 > T(0);
   clean = true;
-  auto same_side = [&](const T* qs, const T* vs, T ts) {
-    const T g = Mo::event(qs, vs, ts, p);
-    if (!(g != T(0) && (g > T(0)) == positive)) clean = false;
+  auto check = [&](const T* qs, const T* vs, T ts) {
+    if (!same_side(Mo::event(qs, vs, ts, p), g0)) clean = false;
   };
-  const Status st = rk4_step<Mo>(q, qd, t, h, p, ss, same_side);
-  if (st == Status::ok) same_side(q, qd, t);
+  const Status st = rk4_step<Mo>(q, qd, t, h, p, ss, check);
+  if (st == Status::ok) check(q, qd, t);
   return st;
 }
 
@@ -139,6 +144,171 @@ UKB_HD Status locate_event(const typename Mo::Scalar* q0, const typename Mo::Sca
   }
   return Status::ok;
 }
+
+/// One system's integration within a call of IntegrateBody: its state in
+/// local arrays and the decisions around each RK4 step, split so that the
+/// step itself can be taken for one system (IntegrateBody) or for several
+/// in SIMD lanes (cpu/simd.hpp) with the same decisions per system.
+template <Model Mo>
+struct SystemRun {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n;
+  T q[n], qd[n], t{}, rp{}, rv{};
+  std::int64_t steps = 0, rank_drops = 0, proj_fails = 0, inconsistent = 0;
+  std::int32_t events = 0;
+  typename Mo::Params p{};
+  Status st = Status::ok;
+  bool rest = false;
+  T g = T(0);  ///< the event function at (q, q', t) (with events)
+  // The step being taken: its start and size.
+  T q0[n], qd0[n], t0{}, h{};
+
+  UKB_HD void monitor(const RunSettings<T>& s) {
+    if constexpr (HasResidual<Mo>) {
+      if (!s.monitor) return;
+      T a, b;
+      Mo::residual(q, qd, t, p, a, b);
+      rp = a > rp || a != a ? a : rp;  // NaN propagates
+      rv = b > rv || b != b ? b : rv;
+    } else {
+      (void)s;
+    }
+  }
+
+  // True where the residuals of (q, q', t) are within residual_limit.
+  UKB_HD bool within_limit(const RunSettings<T>& s) const {
+    if constexpr (HasResidual<Mo>) {
+      if (!(s.residual_limit < std::numeric_limits<T>::infinity())) return true;
+      T a, b;
+      Mo::residual(q, qd, t, p, a, b);
+      return a <= s.residual_limit && b <= s.residual_limit;  // false for NaN
+    } else {
+      (void)s;
+      return true;
+    }
+  }
+
+  /// Gathers system i; false (and nothing to do) when its status is not ok.
+  /// A system at its start is monitored, and with g exactly zero its
+  /// handler is consulted once (see IntegrateBody).
+  UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
+    const int N = v.N;
+    if (v.status[i] != static_cast<std::int32_t>(Status::ok)) return false;
+    for (int j = 0; j < n; ++j) {
+      q[j] = v.q[std::size_t(j) * N + i];
+      qd[j] = v.qd[std::size_t(j) * N + i];
+    }
+    t = v.t[i], rp = v.res_pos[i], rv = v.res_vel[i];
+    steps = v.steps[i], rank_drops = v.rank_drops[i], proj_fails = v.proj_fails[i];
+    inconsistent = v.inconsistent[i];
+    events = v.events[i];
+    p = load_params<Mo>(v, i);
+    if (steps == 0) monitor(s);
+    if constexpr (HasEvents<Mo>) {
+      if (s.events) {
+        g = Mo::event(q, qd, t, p);
+        if (steps == 0 && g == T(0)) {
+          // A system that cannot be evaluated fails before its handler is asked.
+          Accel<Mo> a;
+          st = uk_accel<Mo>(q, qd, t, p, s.rank_rtol, a, s.baumgarte);
+          if (st == Status::ok) {
+            ++events;
+            rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
+            g = Mo::event(q, qd, t, p);
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  /// Whether another step is to be taken; if so, its size h and its start
+  /// (q0, qd0, t0) are set.
+  UKB_HD bool begin(const RunSettings<T>& s) {
+    if (rest || st != Status::ok) return false;
+    const T remaining = s.t_end - t;
+    if (!(remaining > s.dt * T(1e-9))) return false;  // reached t_end
+    if (steps >= s.max_steps) return false;
+    h = remaining < s.dt * T(1 + 1e-9) ? remaining : s.dt;  // last step shortened
+    if (!(t + h > t)) return false;  // t too large for dt to advance it: stop, never loop
+    for (int j = 0; j < n; ++j) q0[j] = q[j], qd0[j] = qd[j];
+    t0 = t;
+    return true;
+  }
+
+  /// True when the step is to be checked for the event (event_step).
+  UKB_HD bool checks_event(const RunSettings<T>& s) const {
+    if constexpr (HasEvents<Mo>) {
+      return s.events && g != T(0);
+    } else {
+      (void)s;
+      return false;
+    }
+  }
+
+  /// After the RK4 step from (q0, qd0, t0) to (q, q', t) with status
+  /// `step`: the event's location, the projection, the residual limit, the
+  /// counters, the handler and the monitor. `clean`, `min_rank` and
+  /// `bad_rows` come from the step's evaluations (event_step).
+  UKB_HD void end(const RunSettings<T>& s, Status step, bool clean, int min_rank, bool bad_rows) {
+    st = step;
+    if (st != Status::ok) return;  // the failed step left the state as it was
+    if constexpr (HasEvents<Mo>) {
+      if (s.events && !clean)
+        st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t, &min_rank, &bad_rows);
+    }
+    bool converged = true;
+    if (st == Status::ok && s.projection.on)
+      st = project<Mo>(q, qd, t, p, s.rank_rtol, s.projection, converged);
+    if (st == Status::ok && !within_limit(s)) st = Status::failed_residual;
+    if (st != Status::ok) {  // keep the state before this step
+      for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
+      t = t0;
+      return;
+    }
+    ++steps;
+    rank_drops += min_rank < Mo::m ? 1 : 0;
+    inconsistent += bad_rows ? 1 : 0;
+    proj_fails += converged ? 0 : 1;
+    if constexpr (HasEvents<Mo>) {
+      if (s.events) {
+        if (!clean) {
+          ++events;
+          rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
+        }
+        g = Mo::event(q, qd, t, p);
+      }
+    }
+    monitor(s);
+  }
+
+  /// Scatters system i back with its final status.
+  UKB_HD void store(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
+    const int N = v.N;
+    if (rest) {
+      st = Status::at_rest;
+      v.t_stop[i] = t;
+    } else if (st == Status::ok && steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
+               s.t_end - t > s.dt * T(1e-9)) {
+      st = Status::max_steps;  // the step limit came before a finite t_end
+    } else if (st != Status::ok) {
+      v.t_stop[i] = t;  // a failure: the time of the last good state
+    }
+    for (int j = 0; j < n; ++j) {
+      v.q[std::size_t(j) * N + i] = q[j];
+      v.qd[std::size_t(j) * N + i] = qd[j];
+    }
+    v.t[i] = t;
+    v.steps[i] = steps;
+    v.rank_drops[i] = rank_drops;
+    v.inconsistent[i] = inconsistent;
+    v.proj_fails[i] = proj_fails;
+    v.events[i] = events;
+    v.res_pos[i] = rp;
+    v.res_vel[i] = rv;
+    v.status[i] = static_cast<std::int32_t>(st);
+  }
+};
 
 /// Integrates system i with RK4 (DESIGN.md §2: the state stays in local
 /// arrays for the whole call; global memory is read once and written once).
@@ -184,136 +354,26 @@ struct IntegrateBody {
   BatchView<Mo> v;
   RunSettings<T> s;
 
-  UKB_HD void monitor(const T* q, const T* qd, T t, const typename Mo::Params& p, T& rp,
-                      T& rv) const {
-    if constexpr (HasResidual<Mo>) {
-      if (!s.monitor) return;
-      T a, b;
-      Mo::residual(q, qd, t, p, a, b);
-      rp = a > rp || a != a ? a : rp;  // NaN propagates
-      rv = b > rv || b != b ? b : rv;
-    } else {
-      (void)q, (void)qd, (void)t, (void)p, (void)rp, (void)rv;
-    }
-  }
-
-  // True where the residuals of (q, q', t) are within residual_limit.
-  UKB_HD bool within_limit(const T* q, const T* qd, T t, const typename Mo::Params& p) const {
-    if constexpr (HasResidual<Mo>) {
-      if (!(s.residual_limit < std::numeric_limits<T>::infinity())) return true;
-      T a, b;
-      Mo::residual(q, qd, t, p, a, b);
-      return a <= s.residual_limit && b <= s.residual_limit;  // false for NaN
-    } else {
-      (void)q, (void)qd, (void)t, (void)p;
-      return true;
-    }
-  }
-
   UKB_HD void operator()(int i) const {
-    constexpr int n = Mo::n;
-    const int N = v.N;
-    if (v.status[i] != static_cast<std::int32_t>(Status::ok)) return;
-    T q[n], qd[n];
-    for (int j = 0; j < n; ++j) {
-      q[j] = v.q[std::size_t(j) * N + i];
-      qd[j] = v.qd[std::size_t(j) * N + i];
-    }
-    T t = v.t[i], rp = v.res_pos[i], rv = v.res_vel[i];
-    std::int64_t steps = v.steps[i], rank_drops = v.rank_drops[i], proj_fails = v.proj_fails[i],
-                 inconsistent = v.inconsistent[i];
-    std::int32_t events = v.events[i];
-    const typename Mo::Params p = load_params<Mo>(v, i);
-    Status st = Status::ok;
-    bool rest = false;
-    T g = T(0);
-    if (steps == 0) monitor(q, qd, t, p, rp, rv);
-    if constexpr (HasEvents<Mo>) {
-      if (s.events) {
-        g = Mo::event(q, qd, t, p);
-        if (steps == 0 && g == T(0)) {
-          // A system that cannot be evaluated fails before its handler is asked.
-          Accel<Mo> a;
-          st = uk_accel<Mo>(q, qd, t, p, s.rank_rtol, a, s.baumgarte);
-          if (st == Status::ok) {
-            ++events;
-            rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
-            g = Mo::event(q, qd, t, p);
-          }
-        }
-      }
-    }
-    for (long k = 0; k < s.budget && !rest && st == Status::ok; ++k) {
-      const T remaining = s.t_end - t;
-      if (!(remaining > s.dt * T(1e-9))) break;  // reached t_end
-      if (steps >= s.max_steps) break;
-      const T h = remaining < s.dt * T(1 + 1e-9) ? remaining : s.dt;  // last step shortened
-      if (!(t + h > t)) break;  // t too large for dt to advance it: stop, never loop
-      T q0[n], qd0[n];
-      const T t0 = t;
-      for (int j = 0; j < n; ++j) q0[j] = q[j], qd0[j] = qd[j];
+    SystemRun<Mo> r;
+    if (!r.load(v, i, s)) return;
+    for (long k = 0; k < s.budget && r.begin(s); ++k) {
       bool clean = true, bad_rows = false;
       int min_rank = Mo::m;
+      const StageSettings<T> ss = s.stage(&min_rank, &bad_rows);
+      Status step;
       if constexpr (HasEvents<Mo>) {
-        if (s.events && g != T(0)) {
-          st = event_step<Mo>(q, qd, t, h, g, p, s.stage(&min_rank, &bad_rows), clean);
+        if (r.checks_event(s)) {
+          step = event_step<Mo>(r.q, r.qd, r.t, r.h, r.g, r.p, ss, clean);
         } else {
-          st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank, &bad_rows));
+          step = rk4_step<Mo>(r.q, r.qd, r.t, r.h, r.p, ss);
         }
       } else {
-        st = rk4_step<Mo>(q, qd, t, h, p, s.stage(&min_rank, &bad_rows));
+        step = rk4_step<Mo>(r.q, r.qd, r.t, r.h, r.p, ss);
       }
-      if (st != Status::ok) break;
-      if constexpr (HasEvents<Mo>) {
-        if (s.events && !clean)
-          st = locate_event<Mo>(q0, qd0, t0, g, h, p, s, q, qd, t, &min_rank, &bad_rows);
-      }
-      bool converged = true;
-      if (st == Status::ok && s.projection.on)
-        st = project<Mo>(q, qd, t, p, s.rank_rtol, s.projection, converged);
-      if (st == Status::ok && !within_limit(q, qd, t, p)) st = Status::failed_residual;
-      if (st != Status::ok) {  // keep the state before this step
-        for (int j = 0; j < n; ++j) q[j] = q0[j], qd[j] = qd0[j];
-        t = t0;
-        break;
-      }
-      ++steps;
-      rank_drops += min_rank < Mo::m ? 1 : 0;
-      inconsistent += bad_rows ? 1 : 0;
-      proj_fails += converged ? 0 : 1;
-      if constexpr (HasEvents<Mo>) {
-        if (s.events) {
-          if (!clean) {
-            ++events;
-            rest = Mo::on_event(q, qd, t, p) == EventAction::stop;
-          }
-          g = Mo::event(q, qd, t, p);
-        }
-      }
-      monitor(q, qd, t, p, rp, rv);
+      r.end(s, step, clean, min_rank, bad_rows);
     }
-    if (rest) {
-      st = Status::at_rest;
-      v.t_stop[i] = t;
-    } else if (st == Status::ok && steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
-               s.t_end - t > s.dt * T(1e-9)) {
-      st = Status::max_steps;  // the step limit came before a finite t_end
-    } else if (st != Status::ok) {
-      v.t_stop[i] = t;  // a failure: the time of the last good state
-    }
-    for (int j = 0; j < n; ++j) {
-      v.q[std::size_t(j) * N + i] = q[j];
-      v.qd[std::size_t(j) * N + i] = qd[j];
-    }
-    v.t[i] = t;
-    v.steps[i] = steps;
-    v.rank_drops[i] = rank_drops;
-    v.inconsistent[i] = inconsistent;
-    v.proj_fails[i] = proj_fails;
-    v.events[i] = events;
-    v.res_pos[i] = rp;
-    v.res_vel[i] = rv;
-    v.status[i] = static_cast<std::int32_t>(st);
+    r.store(v, i, s);
   }
 };
 

@@ -1,0 +1,67 @@
+/// @file lanes.hpp
+/// @brief How the shared kernels see their arithmetic type: one system (a
+///        scalar: a GPU thread, a CPU loop iteration) or several systems side
+///        by side in SIMD lanes (a pack, kernels/ukb/cpu/simd.hpp).
+///
+/// The kernels are written once on a type V. Decisions that can differ per
+/// system are masks (`Lanes<V>::Mask`), combined with `select`, `any` and
+/// `all`; per-system integers and statuses are `Lanes<V>::Int` and
+/// `Lanes<V>::LaneStatus`. For a scalar a mask is a bool, `select` is `?:`,
+/// and `if (!L::any(ok)) return` is the early return of scalar code, so a
+/// scalar instantiation does the same operations as code written for one
+/// system. A pack computes every lane in lockstep and keeps a lane's result
+/// only where its mask says so: every lane's arithmetic is that of the
+/// scalar instantiation, operation for operation (IEEE operations round the
+/// same in a lane as in a scalar register; g++ in ISO C++ mode and nvcc's
+/// host pass do not contract them into FMAs), so a pack gives the scalar
+/// results bit for bit (tests/test_simd.cpp checks it).
+#pragma once
+
+#include "ukb/config.hpp"
+#include "ukb/status.hpp"
+
+namespace ukb::kernels {
+
+/// The scalar case: one lane. Specialised for SIMD packs in
+/// kernels/ukb/cpu/simd.hpp (CPU code only).
+template <class V>
+struct Lanes {
+  using Scalar = V;           ///< the element type
+  using Mask = bool;          ///< a yes/no per lane
+  using Int = int;            ///< an integer per lane
+  using LaneStatus = Status;  ///< a status per lane
+  static constexpr int width = 1;
+
+  UKB_HD static bool any(bool m) { return m; }
+  UKB_HD static bool all(bool m) { return m; }
+  /// a where m, else b.
+  UKB_HD static V select(bool m, const V& a, const V& b) { return m ? a : b; }
+  /// True where the status is ok.
+  UKB_HD static bool ok(Status s) { return s == Status::ok; }
+  /// Sets s to `why` where m holds and s is still ok (the first failure stays).
+  UKB_HD static void fail(Status& s, bool m, Status why) {
+    if (m && s == Status::ok) s = why;
+  }
+  /// Where s is ok, s <- s2 (the first failure stays).
+  UKB_HD static void merge(Status& s, Status s2) {
+    if (s == Status::ok) s = s2;
+  }
+  /// r += 1 where m.
+  UKB_HD static void count(int& r, bool m) { r += m ? 1 : 0; }
+  /// r <- x where m and x < r.
+  UKB_HD static void lower(int& r, bool m, int x) {
+    if (m && x < r) r = x;
+  }
+  /// True where r == 0.
+  UKB_HD static bool is_zero(int r) { return r == 0; }
+  /// r <- x where m and r == 0 (the first nonzero value stays).
+  UKB_HD static void first(int& r, bool m, int x) {
+    if (m && r == 0) r = x;
+  }
+};
+
+/// The mask type of V.
+template <class V>
+using MaskOf = typename Lanes<V>::Mask;
+
+}  // namespace ukb::kernels

@@ -1,0 +1,213 @@
+// The CPU backend's SIMD lanes (kernels/ukb/cpu/simd.hpp) against the same
+// kernels one system at a time: every lane must give its system's scalar
+// result bit for bit (lanes.hpp says why it can), whatever its neighbours
+// do: other routes of the pseudo-inverse, failures, events, stops. The
+// scalar path itself is checked against the reference backend in
+// test_engine.cpp (which, with EngineOptions::simd on by default, checks the
+// lanes as well).
+#include <cstring>
+#include <limits>
+
+#include "engine_support.hpp"
+#include "ukb/cpu/simd.hpp"
+
+namespace ukb::test {
+namespace {
+
+template <class T>
+bool same(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Every per-system output of an integration, bitwise.
+template <class Mo>
+int mismatches(const Batch<Mo>& a, const Batch<Mo>& b) {
+  int bad = 0;
+  for (int i = 0; i < a.size(); ++i) {
+    bool ok = a.status(i) == b.status(i) && same(a.t(i), b.t(i)) && a.steps(i) == b.steps(i) &&
+              a.events(i) == b.events(i) && a.rank_drops(i) == b.rank_drops(i) &&
+              a.inconsistent(i) == b.inconsistent(i) && a.proj_fails(i) == b.proj_fails(i) &&
+              same(a.res_pos(i), b.res_pos(i)) && same(a.res_vel(i), b.res_vel(i)) &&
+              same(a.t_stop(i), b.t_stop(i));
+    for (int j = 0; j < Mo::n; ++j) ok = ok && same(a.q(i, j), b.q(i, j)) && same(a.qd(i, j), b.qd(i, j));
+    if (!ok) ADD_FAILURE() << Mo::name << ": system " << i << " differs";
+    bad += !ok;
+  }
+  return bad;
+}
+
+// Systems 5 and 17 get a NaN velocity (failed_nonfinite at the first step);
+// system 9 moves 50x faster, so that a residual limit stops it
+// (failed_residual) after some steps.
+template <class B>
+void spoil(B& b) {
+  using T = typename B::T;
+  constexpr int n = B::n;
+  for (int i : {5, 17, 9}) {
+    T q[n], qd[n];
+    for (int j = 0; j < n; ++j) q[j] = b.q(i, j), qd[j] = b.qd(i, j);
+    if (i == 9) {
+      for (int j = 0; j < n; ++j) qd[j] *= T(50);
+    } else {
+      qd[0] = std::numeric_limits<T>::quiet_NaN();
+    }
+    b.set_state(i, q, qd, b.t(i));
+  }
+}
+
+template <template <class> class Model, class T>
+void lanes_match_scalar(int N, const RunOptions& run) {
+  using Mo = Model<T>;
+  for (Stabilization st : {Stabilization::none, Stabilization::baumgarte, Stabilization::projection}) {
+    if (st != Stabilization::none && !HasConstraintRows<Mo>) continue;
+    SCOPED_TRACE(std::string(Mo::name) + (sizeof(T) == 4 ? " float " : " double ") +
+                 std::string(to_string(st)));
+    RunOptions r = run;
+    r.stabilization = st;
+    RandomBatch<Model, T> lanes(N, 40 + N), one(N, 40 + N);
+    spoil(lanes.batch);
+    spoil(one.batch);
+    // Two calls, so that the lanes also resume from a stored state.
+    for (int call = 0; call < 2; ++call) {
+      advance(lanes.batch, Backend::cpu, r, 20, {.threads = 2, .chunk = 24, .simd = true});
+      advance(one.batch, Backend::cpu, r, 20, {.threads = 1, .simd = false});
+    }
+    EXPECT_EQ(mismatches(lanes.batch, one.batch), 0);
+    // (failed_nonfinite, or failed_residual where the NaN shows in the
+    // residual first)
+    EXPECT_NE(lanes.batch.status(5), Status::ok);
+    EXPECT_NE(lanes.batch.status(17), Status::ok);
+    long moved = 0;
+    for (int i = 0; i < N; ++i) moved += lanes.batch.steps(i) > 0;
+    EXPECT_GT(moved, N / 2) << "guard: the systems were integrated";
+  }
+}
+
+TEST(Simd, LanesIntegrateEveryModelBitwiseAsOneSystemAtATime) {
+  // 83 systems: 10 full packs of 8 doubles (5 of 16 floats) and a tail.
+  const RunOptions run{.dt = 1e-3, .residual_limit = 1e-3};
+  for_each_model_template([&]<template <class> class Model>() {
+    lanes_match_scalar<Model, double>(83, run);
+    lanes_match_scalar<Model, float>(83, run);
+  });
+}
+
+TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
+  // The bead on the rough ring until it rests for good: every lane
+  // locates its own events and stops at its own time while its pack goes on.
+  using Mo = models::BeadOnRing<double>;
+  const RunOptions run{.dt = 1e-3, .t_end = 4.0};
+  RandomBatch<models::BeadOnRing> lanes(403, 7), one(403, 7);
+  advance(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = true});
+  advance(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
+  EXPECT_EQ(mismatches<Mo>(lanes.batch, one.batch), 0);
+  int rest = 0, events = 0;
+  for (int i = 0; i < 403; ++i) {
+    rest += lanes.batch.status(i) == Status::at_rest;
+    events += lanes.batch.events(i) > 0;
+  }
+  EXPECT_GT(rest, 40) << "guard: many beads came to rest";
+  EXPECT_LT(rest, 403) << "guard: not all of them";
+  EXPECT_GT(events, rest) << "guard: beads that stuck and slid on";
+}
+
+// A pack of 8 wide matrices B (6 x 12): lanes 1 and 4 with a dependent row
+// (rank 5), lane 6 with two (rank 4), lane 3 zero: those take the Jacobi
+// route, the others mostly the Gram route (where its bound certifies them). Each lane's factorisation and
+// applications must be the scalar ones, bitwise.
+TEST(Simd, PseudoInverseLanesEachTakeTheirOwnRoute) {
+  constexpr int M = 6, N = 12, W = 8;
+  using V = cpu::Pack<double, W>;
+  Rng rng(5);
+  double B[W][M * N], y[W][M];
+  for (int l = 0; l < W; ++l) {
+    MatrixXd b = rng.matrix(M, N);
+    if (l == 1 || l == 4) b.row(2) = 0.5 * b.row(0) - 2 * b.row(5);
+    if (l == 6) b.row(1) = b.row(3), b.row(4) = -b.row(0) + b.row(2);
+    if (l == 3) b.setZero();
+    for (int i = 0; i < M; ++i)
+      for (int k = 0; k < N; ++k) B[l][i * N + k] = b(i, k);
+    for (int i = 0; i < M; ++i) y[l][i] = rng.uniform(-1, 1);
+  }
+  for (bool allow_gram : {true, false}) {
+    SCOPED_TRACE(allow_gram ? "Gram allowed" : "Jacobi only");
+    V Bv[M * N], yv[M];
+    for (int k = 0; k < M * N; ++k) Bv[k] = V([&](int l) { return B[l][k]; });
+    for (int i = 0; i < M; ++i) yv[i] = V([&](int l) { return y[l][i]; });
+    kernels::PseudoInverse<M, N, V> pv;
+    pv.factor(Bv, V(1e-10), allow_gram);
+    V xv[N], gv[M];
+    pv.apply(yv, xv);
+    pv.apply_gram(yv, gv);
+    int gram_lanes = 0;
+    for (int l = 0; l < W; ++l) {
+      kernels::PseudoInverse<M, N, double> ps;
+      ps.factor(B[l], 1e-10, allow_gram);
+      double xs[N], gs[M];
+      ps.apply(y[l], xs);
+      ps.apply_gram(y[l], gs);
+      EXPECT_EQ(pv.rank[l], ps.rank) << "lane " << l;
+      EXPECT_EQ(bool(pv.gram[l]), ps.gram) << "lane " << l;
+      for (int k = 0; k < N; ++k) EXPECT_TRUE(same(double(xv[k][l]), xs[k])) << "lane " << l << " x " << k;
+      for (int i = 0; i < M; ++i) EXPECT_TRUE(same(double(gv[i][l]), gs[i])) << "lane " << l << " G " << i;
+      gram_lanes += ps.gram;
+    }
+    EXPECT_EQ(pv.rank[1], 5);
+    EXPECT_EQ(pv.rank[6], 4);
+    EXPECT_EQ(pv.rank[3], 0);
+    if (allow_gram) {
+      EXPECT_GE(gram_lanes, 3) << "guard: both routes in one pack";
+      EXPECT_FALSE(bool(pv.gram[1]) || bool(pv.gram[3]) || bool(pv.gram[4]) || bool(pv.gram[6]));
+    } else {
+      EXPECT_EQ(gram_lanes, 0);
+    }
+  }
+}
+
+// One evaluation of a pack of rings where lanes fail in every way an
+// evaluation can: each lane's status and outputs are the scalar ones.
+TEST(Simd, FailingLanesGetTheirOwnStatusAndLeaveTheOthersAlone) {
+  using Mo = models::BeadOnRing<double>;
+  constexpr int W = cpu::lane_width<double>, n = Mo::n, m = Mo::m;
+  using V = cpu::Pack<double, W>;
+  RandomBatch<models::BeadOnRing> src(W, 3);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::array<Mo::Params, W> P;
+  double q[W][n], qd[W][n];
+  for (int l = 0; l < W; ++l) {
+    P[std::size_t(l)] = src.batch.params(l);
+    for (int j = 0; j < n; ++j) q[l][j] = src.batch.q(l, j), qd[l][j] = src.batch.qd(l, j);
+  }
+  P[2].m = -1;       // failed_mass_matrix
+  q[5][1] = nan;     // failed_nonfinite (inputs)
+  P[7].mu = nan;     // failed_nonfinite (the non-ideal force)
+  V qv[n], qdv[n];
+  for (int j = 0; j < n; ++j) {
+    qv[j] = V([&](int l) { return q[l][j]; });
+    qdv[j] = V([&](int l) { return qd[l][j]; });
+  }
+  kernels::Accel<Mo, V> av;
+  const auto sv = kernels::uk_accel<Mo, V>(qv, qdv, V(0.0), P, 1e-10, av);
+  int ok = 0;
+  for (int l = 0; l < W; ++l) {
+    kernels::Accel<Mo> as;
+    const Status ss = kernels::uk_accel<Mo>(q[l], qd[l], 0.0, P[std::size_t(l)], 1e-10, as);
+    EXPECT_EQ(sv[std::size_t(l)], ss) << "lane " << l;
+    if (ss != Status::ok) continue;
+    ++ok;
+    EXPECT_EQ(av.rank[std::size_t(l)], as.rank);
+    for (int j = 0; j < n; ++j) {
+      EXPECT_TRUE(same(double(av.qdd[j][l]), as.qdd[j])) << "lane " << l;
+      EXPECT_TRUE(same(double(av.Qc_ideal[j][l]), as.Qc_ideal[j])) << "lane " << l;
+      EXPECT_TRUE(same(double(av.Qc_nonideal[j][l]), as.Qc_nonideal[j])) << "lane " << l;
+    }
+    for (int j = 0; j < m; ++j) EXPECT_TRUE(same(double(av.lambda[j][l]), as.lambda[j])) << "lane " << l;
+  }
+  EXPECT_EQ(sv[2], Status::failed_mass_matrix);
+  EXPECT_EQ(sv[5], Status::failed_nonfinite);
+  EXPECT_EQ(sv[7], Status::failed_nonfinite);
+  EXPECT_EQ(ok, W - 3);
+}
+
+}  // namespace
+}  // namespace ukb::test
