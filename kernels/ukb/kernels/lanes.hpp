@@ -12,9 +12,9 @@
 /// system. A pack computes every lane in lockstep and keeps a lane's result
 /// only where its mask says so: every lane's arithmetic is that of the
 /// scalar instantiation, operation for operation (IEEE operations round the
-/// same in a lane as in a scalar register; g++ in ISO C++ mode and nvcc's
-/// host pass do not contract them into FMAs), so a pack gives the scalar
-/// results bit for bit (tests/test_simd.cpp checks it).
+/// same in a lane as in a scalar register, and the build contracts none into
+/// an FMA: -ffp-contract=off), so a pack gives the scalar results bit for
+/// bit (tests/test_simd.cpp checks it).
 #pragma once
 
 #include "ukb/config.hpp"
