@@ -1,7 +1,8 @@
 // The CPU backend's SIMD lanes (kernels/ukb/cpu/simd.hpp) against the same
 // kernels one system at a time: every lane must give its system's scalar
 // result bit for bit (lanes.hpp says why it can), whatever its neighbours
-// do: other routes of the pseudo-inverse, failures, events, stops. The
+// do: other routes of the pseudo-inverse, failures, events, stops; with the
+// model called on packs (PackInputs) or lane by lane. The
 // scalar path itself is checked against the reference backend in
 // test_engine.cpp (which, with EngineOptions::simd on by default, checks the
 // lanes as well).
@@ -82,6 +83,14 @@ void lanes_match_scalar(int N, const RunOptions& run) {
     EXPECT_GT(moved, N / 2) << "guard: the systems were integrated";
   }
 }
+
+// Which models the tests below run with their inputs on packs (rebind, in
+// double) and which lane by lane: both paths are covered.
+static_assert(kernels::PackInputs<models::PlanarChain6<double>, cpu::Pack<double, 8>>);
+static_assert(kernels::PackInputs<models::BeadOnRing<double>, cpu::Pack<double, 8>>);
+static_assert(kernels::PackInputs<models::RedundantPendulum<double>, cpu::Pack<double, 8>>);
+static_assert(!kernels::PackInputs<models::TwoLinkArm<double>, cpu::Pack<double, 8>>);
+static_assert(!kernels::PackInputs<models::PlanarChain6<float>, cpu::Pack<float, 16>>);
 
 TEST(Simd, LanesIntegrateEveryModelBitwiseAsOneSystemAtATime) {
   // 83 systems: 10 full packs of 8 doubles (5 of 16 floats) and a tail.
@@ -172,15 +181,16 @@ TEST(Simd, FailingLanesGetTheirOwnStatusAndLeaveTheOthersAlone) {
   using V = cpu::Pack<double, W>;
   RandomBatch<models::BeadOnRing> src(W, 3);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::array<Mo::Params, W> P;
+  kernels::ModelLanes<Mo, V>::Params P;
   double q[W][n], qd[W][n];
   for (int l = 0; l < W; ++l) {
-    P[std::size_t(l)] = src.batch.params(l);
+    P.each[std::size_t(l)] = src.batch.params(l);
     for (int j = 0; j < n; ++j) q[l][j] = src.batch.q(l, j), qd[l][j] = src.batch.qd(l, j);
   }
-  P[2].m = -1;       // failed_mass_matrix
-  q[5][1] = nan;     // failed_nonfinite (inputs)
-  P[7].mu = nan;     // failed_nonfinite (the non-ideal force)
+  P.each[2].m = -1;    // failed_mass_matrix
+  q[5][1] = nan;       // failed_nonfinite (inputs)
+  P.each[7].mu = nan;  // failed_nonfinite (the non-ideal force)
+  P.pack();
   V qv[n], qdv[n];
   for (int j = 0; j < n; ++j) {
     qv[j] = V([&](int l) { return q[l][j]; });
@@ -191,7 +201,7 @@ TEST(Simd, FailingLanesGetTheirOwnStatusAndLeaveTheOthersAlone) {
   int ok = 0;
   for (int l = 0; l < W; ++l) {
     kernels::Accel<Mo> as;
-    const Status ss = kernels::uk_accel<Mo>(q[l], qd[l], 0.0, P[std::size_t(l)], 1e-10, as);
+    const Status ss = kernels::uk_accel<Mo>(q[l], qd[l], 0.0, P.each[std::size_t(l)], 1e-10, as);
     EXPECT_EQ(sv[std::size_t(l)], ss) << "lane " << l;
     if (ss != Status::ok) continue;
     ++ok;

@@ -35,6 +35,11 @@ namespace ukb::models {
 template <class T>
 struct BeadOnRing {
   using Scalar = T;
+  /// The same model on another arithmetic type: its mass, force,
+  /// constraints and constraint_rows are branch-free and use + - * / and
+  /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = BeadOnRing<U>;
   static constexpr const char* name = "bead_on_ring";
   static constexpr const char* summary =
       "bead on a vertical circular ring centred at the origin, gravity along -y, "

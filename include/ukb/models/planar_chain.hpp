@@ -48,6 +48,11 @@ template <class T, int K>
 struct PlanarChain {
   static_assert(K >= 1 && K <= 12, "planar_chain supports 1..12 masses");
   using Scalar = T;
+  /// The same model on another arithmetic type: its mass, force,
+  /// constraints and constraint_rows are branch-free and use + - * / and
+  /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = PlanarChain<U, K>;
   static constexpr const char* name = detail::chain_name(K);
   static constexpr const char* summary =
       "K point masses in the vertical plane joined by rigid links of length l, the first "

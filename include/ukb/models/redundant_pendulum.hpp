@@ -30,6 +30,11 @@ namespace ukb::models {
 template <class T>
 struct RedundantPendulum {
   using Scalar = T;
+  /// The same model on another arithmetic type: its mass, force,
+  /// constraints and constraint_rows are branch-free and use + - * / and
+  /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = RedundantPendulum<U>;
   static constexpr const char* name = "redundant_pendulum";
   static constexpr const char* summary =
       "planar pendulum in Cartesian coordinates with its length constraint stated twice "

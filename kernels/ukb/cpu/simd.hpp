@@ -83,14 +83,57 @@ struct Lanes<cpu::Pack<T, W>> {
   }
 };
 
-/// A model's functions on a pack: each lane's system in turn, in scalar
-/// code, through buffers that the packs load from and store to.
+/// Models whose mass, force, constraints (and constraint rows) run on a
+/// pack V directly: those that give `rebind` (model.hpp), in double. (In
+/// float a pack does not take the models' double literals, T(9.81),
+/// implicitly.)
+template <class Mo, class V>
+concept PackInputs = sizeof(typename Mo::Scalar) == 8 && requires {
+  typename Mo::template rebind<V>;
+  requires Model<typename Mo::template rebind<V>>;
+};
+
+namespace detail {
+template <class Mo, class V, bool = PackInputs<Mo, V>>
+struct PackedParams {
+  struct type {};  // the model is called lane by lane
+};
+template <class Mo, class V>
+struct PackedParams<Mo, V, true> {
+  using type = typename Mo::template rebind<V>::Params;  // a pack per parameter
+};
+}  // namespace detail
+
+/// A model's functions on a pack: `mass`, `force` and `constraints` on the
+/// pack where the model allows it (PackInputs), else each lane's system in
+/// turn in scalar code, through buffers that the packs load from and store
+/// to; `nonideal` (friction laws branch) always lane by lane.
 template <Model Mo, int W>
 struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
   using T = typename Mo::Scalar;
   using V = cpu::Pack<T, W>;
-  using Params = std::array<typename Mo::Params, W>;  ///< one per lane
   static constexpr int n = Mo::n, m = Mo::m;
+
+  /// The parameters of the lanes' systems: one Params per lane and, where
+  /// the model runs on packs, the same values as packs (pack()).
+  struct Params {
+    std::array<typename Mo::Params, W> each;
+    typename detail::PackedParams<Mo, V>::type packed;
+
+    /// packed <- each (nothing where the model runs lane by lane).
+    void pack() {
+      if constexpr (PackInputs<Mo, V>) {
+        V* dst[param_count<Mo>()];
+        int k = 0;
+        Mo::template rebind<V>::visit_params(packed, [&](const char*, V& f, const char*) { dst[k++] = &f; });
+        for (int l = 0; l < W; ++l) {
+          k = 0;
+          Mo::visit_params(each[std::size_t(l)],
+                           [&](const char*, const T& x, const char*) { (*dst[k++])[l] = x; });
+        }
+      }
+    }
+  };
 
   // lane l of x (K packs) into y (K scalars).
   template <int K>
@@ -110,12 +153,18 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
 
   static void inputs(const V* q, const V* qd, const V& t, const Params& p, const Baumgarte<T>& bg,
                      V* M, V* Q, V* A, V* b) {
+    if constexpr (PackInputs<Mo, V>) {
+      using R = typename Mo::template rebind<V>;
+      const Baumgarte<V> bgv{bg.on, V(bg.alpha), V(bg.beta), V(bg.gamma)};
+      ModelLanes<R>::inputs(q, qd, t, p.packed, bgv, M, Q, A, b);
+      return;
+    }
     alignas(64) T bM[n * n * W], bQ[n * W], bA[m * n * W], bb[m * W];
     for (int l = 0; l < W; ++l) {
       T ql[n], vl[n], Ml[n * n], Ql[n], Al[m * n], b_l[m];
       lane<n>(q, l, ql);
       lane<n>(qd, l, vl);
-      ModelLanes<Mo>::inputs(ql, vl, t[l], p[l], bg, Ml, Ql, Al, b_l);
+      ModelLanes<Mo>::inputs(ql, vl, t[l], p.each[std::size_t(l)], bg, Ml, Ql, Al, b_l);
       put<n * n>(Ml, l, bM);
       put<n>(Ql, l, bQ);
       put<m * n>(Al, l, bA);
@@ -139,7 +188,7 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
         lane<n>(qd, l, vl);
         lane<n>(Qc_ideal, l, Ql);
         lane<m>(lambda, l, ll);
-        Mo::nonideal(ql, vl, t[l], p[l], Ql, ll, Cl);
+        Mo::nonideal(ql, vl, t[l], p.each[std::size_t(l)], Ql, ll, Cl);
       }
       put<n>(Cl, l, bC);
     }
@@ -196,11 +245,12 @@ struct IntegrateLanes {
         const kernels::SystemRun<Mo>& x = r[live[l] ? l : first];
         for (int j = 0; j < n; ++j) bq[j * W + l] = x.q[j], bqd[j * W + l] = x.qd[j];
         bt[l] = x.t, bh[l] = x.h;
-        P[l] = x.p;
+        P.each[std::size_t(l)] = x.p;
         checks[l] = live[l] && r[l].checks_event(s);
         g0[l] = x.g;
         clean[l] = true;
       }
+      P.pack();
       V q[n], qd[n], t(bt, stdx::element_aligned), h(bh, stdx::element_aligned);
       for (int j = 0; j < n; ++j) {
         q[j].copy_from(bq + j * W, stdx::element_aligned);
@@ -213,7 +263,8 @@ struct IntegrateLanes {
             if (!checks[l]) continue;
             T ql[n], vl[n];
             for (int j = 0; j < n; ++j) ql[j] = qs[j][l], vl[j] = vs[j][l];
-            if (!kernels::same_side(Mo::event(ql, vl, T(ts[l]), P[l]), g0[l])) clean[l] = false;
+            if (!kernels::same_side(Mo::event(ql, vl, T(ts[l]), P.each[std::size_t(l)]), g0[l]))
+              clean[l] = false;
           }
         } else {
           (void)qs, (void)vs, (void)ts;
