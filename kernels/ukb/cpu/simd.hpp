@@ -4,9 +4,11 @@
 ///        <experimental/simd>), one system per lane (DESIGN.md section 6).
 ///
 /// The linear algebra (Cholesky, triangular solves, pseudo-inverse) and the
-/// RK4 stages run on packs; the models' functions run per lane in scalar
-/// code (ModelLanes below), and so do the decisions around each step
-/// (SystemRun: event location, projection, limits, handlers). Every lane
+/// RK4 stages run on packs; so do the model's mass, force and constraints
+/// where the model gives `rebind` (PackInputs), else they run per lane in
+/// scalar code (ModelLanes below), as do the non-ideal force and the
+/// decisions around each step (SystemRun: event location, projection,
+/// limits, handlers). Every lane
 /// computes what the scalar kernels compute for its system, bit for bit
 /// (lanes.hpp), which tests/test_simd.cpp checks.
 ///

@@ -86,8 +86,8 @@ struct Accel {
 /// How the kernels call a model's functions (mass, force, constraints and
 /// Baumgarte's b; the non-ideal force) on the arithmetic type V. For the
 /// model's scalar: directly, with one system's Params. Specialised for SIMD
-/// packs in kernels/ukb/cpu/simd.hpp, where each lane's system is called in
-/// turn: the models stay scalar code.
+/// packs in kernels/ukb/cpu/simd.hpp: on the pack where the model gives
+/// `rebind`, else each lane's system in turn, in scalar code.
 template <Model Mo, class V = typename Mo::Scalar>
 struct ModelLanes {
   using T = typename Mo::Scalar;
