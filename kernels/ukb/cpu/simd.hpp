@@ -86,9 +86,11 @@ struct Lanes<cpu::Pack<T, W>> {
 };
 
 /// Models whose mass, force, constraints (and constraint rows) run on a
-/// pack V directly: those that give `rebind` (model.hpp), in double. (In
-/// float a pack does not take the models' double literals, T(9.81),
-/// implicitly.)
+/// pack V directly: those that give `rebind` (model.hpp) whose rebound
+/// model meets the Model concept, in double. (In float the models' double
+/// literals, such as T(9.81), would not compile: a pack's broadcast
+/// constructor takes only conversions that lose nothing, and double to
+/// float may.)
 template <class Mo, class V>
 concept PackInputs = sizeof(typename Mo::Scalar) == 8 && requires {
   typename Mo::template rebind<V>;
@@ -125,13 +127,13 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
     /// packed <- each (nothing where the model runs lane by lane).
     void pack() {
       if constexpr (PackInputs<Mo, V>) {
-        V* dst[param_count<Mo>()];
+        std::array<V*, std::size_t(param_count<Mo>())> dst{};
         int k = 0;
-        Mo::template rebind<V>::visit_params(packed, [&](const char*, V& f, const char*) { dst[k++] = &f; });
+        Mo::template rebind<V>::visit_params(packed, [&](const char*, V& f, const char*) { dst[std::size_t(k++)] = &f; });
         for (int l = 0; l < W; ++l) {
           k = 0;
           Mo::visit_params(each[std::size_t(l)],
-                           [&](const char*, const T& x, const char*) { (*dst[k++])[l] = x; });
+                           [&](const char*, const T& x, const char*) { (*dst[std::size_t(k++)])[l] = x; });
         }
       }
     }

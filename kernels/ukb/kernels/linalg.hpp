@@ -149,7 +149,8 @@ struct PseudoInverse {
   T V[M * M];   // orthogonal V (Jacobi) or L with G = L L^T (Gram), row-major
   T inv_s2[M];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
   typename L::Int rank{};
-  int sweeps = 0;     // Jacobi sweeps used (the most of any lane); 40 (max_sweeps): not converged
+  int sweeps = 0;     // Jacobi sweeps used (the most of any lane that took Jacobi, or of
+                      // any lane at all where some took Gram); 40 (max_sweeps): not converged
   Mask gram{false};   // true: the Gram–Cholesky route was taken (per lane)
 
   /// Largest certified condition bound of G for the Gram route, about
@@ -227,6 +228,9 @@ struct PseudoInverse {
         for (int k = 0; k < N; ++k) s += W[k * M + i] * W[k * M + j];
         G[i * M + j] = s;
       }
+      // The upper triangle is not used, but a pack that mixes routes
+      // selects whole matrices: it must not read indeterminate values.
+      for (int j = i + 1; j < M; ++j) G[i * M + j] = T(0);
       trace += G[i * M + i];
     }
     // inv_s2: 1 / L_ii in Gram mode.

@@ -80,11 +80,6 @@ UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps,
          steps < s.max_steps;
 }
 
-/// One RK4 step of size h from (q, q', t) that also tells whether it is
-/// clean: the model's event function keeps the sign of g0 (!= 0) at the
-/// states of stages 2, 3 and 4 and at the end. A step that is not clean
-/// crosses an event (for Coulomb friction: the sliding velocity reaches zero,
-/// where the friction force jumps), and RK4 must not be trusted across it.
 /// True when the event function g is on the side of g0 (> 0 or < 0) and
 /// not zero: a stage or an end state that does not cross the event.
 template <class T>
@@ -92,6 +87,11 @@ UKB_HD inline bool same_side(T g, T g0) {
   return g != T(0) && (g > T(0)) == (g0 > T(0));
 }
 
+/// One RK4 step of size h from (q, q', t) that also tells whether it is
+/// clean: the model's event function keeps the sign of g0 (!= 0) at the
+/// states of stages 2, 3 and 4 and at the end. A step that is not clean
+/// crosses an event (for Coulomb friction: the sliding velocity reaches zero,
+/// where the friction force jumps), and RK4 must not be trusted across it.
 template <Model Mo>
 UKB_HD Status event_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar& t,
                          typename Mo::Scalar h, typename Mo::Scalar g0,

@@ -122,9 +122,12 @@ using ParamsOf = typename ModelLanes<Mo, V>::Params;
 /// failed_nonfinite for a non-finite M, Q, A, b, C or result;
 /// failed_mass_matrix when the Cholesky factorisation of M fails. With
 /// Baumgarte stabilisation `bg` on, b is corrected first (baumgarte_rhs).
-/// The outputs are meaningful where the status is ok.
+/// The outputs are meaningful where the status is ok. In a pack the
+/// model's functions are also called for lanes whose system has failed (or
+/// that follow another lane's system, cpu/simd.hpp); what they give there
+/// is dropped.
 template <Model Mo, class V = typename Mo::Scalar>
-UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, V t,
+UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type_identity_t<V> t,
                                               const ParamsOf<Mo, V>& p,
                                               typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
                                               const Baumgarte<typename Mo::Scalar>& bg = {}) {
