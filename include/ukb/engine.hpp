@@ -27,6 +27,9 @@
 #include "ukb/models/all.hpp"
 #include "ukb/reference.hpp"
 
+// The lanes of the built-in models are compiled once, in src/cpu_lanes.cpp.
+UKB_FOR_EACH_BUILTIN(UKB_LANES_EXTERN)
+
 namespace ukb {
 
 /// Where a batch is computed.
@@ -426,9 +429,7 @@ void integrate(Batch<Mo>& b, Backend be, const RunOptions& r, long budget, const
       return;
     case Backend::cpu:
       if (o.simd) {
-        using Lanes = cpu::IntegrateLanes<Mo>;
-        cpu::parallel_for(Lanes::groups(b.size()), o.threads, std::max(1, o.chunk / Lanes::W),
-                          Lanes{b.view(), s});
+        cpu::integrate_lanes<Mo>(b.view(), s, o.threads, o.chunk);
       } else {
         cpu::parallel_for(b.size(), o.threads, o.chunk, kernels::IntegrateBody<Mo>{b.view(), s});
       }

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <experimental/simd>
 
+#include "ukb/cpu/parallel.hpp"
 #include "ukb/kernels/system.hpp"
 
 namespace ukb::cpu {
@@ -301,4 +302,23 @@ struct IntegrateLanes {
   }
 };
 
+/// Integrates every system of v in SIMD lanes, OpenMP over groups of W
+/// systems (`chunk` systems handed out at a time, rounded down to packs).
+/// Compiled once for the built-in models (src/cpu_lanes.cpp; engine.hpp
+/// declares those instantiations extern), where used for other models.
+template <Model Mo>
+void integrate_lanes(BatchView<Mo> v, const kernels::RunSettings<typename Mo::Scalar>& s, int threads,
+                     int chunk) {
+  using Body = IntegrateLanes<Mo>;
+  parallel_for(Body::groups(v.N), threads, chunk / Body::W > 1 ? chunk / Body::W : 1, Body{v, s});
+}
+
 }  // namespace ukb::cpu
+
+/// Declares (X = extern) or defines the instantiation of integrate_lanes
+/// for model Mo.
+#define UKB_LANES_INSTANTIATION(Mo)                                                       \
+  template void ukb::cpu::integrate_lanes<Mo>(::ukb::BatchView<Mo>,                     \
+                                              const ::ukb::kernels::RunSettings<typename Mo::Scalar>&, \
+                                              int, int);
+#define UKB_LANES_EXTERN(Mo) extern UKB_LANES_INSTANTIATION(Mo)
