@@ -112,7 +112,7 @@ template <class Mo>
 ukb::Batch<Mo> reference_run() {
   ukb::Batch<Mo> b(check_N);
   ukb::bench::fill_workload(b);
-  if (ukb::step(b, ukb::Backend::reference, ukb::bench::workload_dt, check_steps) != 0)
+  if (ukb::step(b, ukb::Backend::reference, ukb::bench::workload_dt, check_steps).failed != 0)
     throw std::runtime_error(std::string(Mo::name) + ": the reference run failed");
   return b;
 }

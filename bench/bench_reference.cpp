@@ -3,32 +3,39 @@
 //   build/bin/ukb_bench_reference --benchmark_format=json
 #include <benchmark/benchmark.h>
 
-#include "ukb/registry.hpp"
+#include <string>
+
+#include <Eigen/Dense>
+
+#include "ukb/models/all.hpp"
+#include "ukb/reference.hpp"
 
 namespace {
 
 // A state that is not special: every coordinate and rate nonzero.
-void make_state(const ukb::ModelInfo& m, Eigen::VectorXd& q, Eigen::VectorXd& qd) {
-  q.resize(m.n);
-  qd.resize(m.n);
-  for (int i = 0; i < m.n; ++i) {
+void make_state(int n, Eigen::VectorXd& q, Eigen::VectorXd& qd) {
+  q.resize(n);
+  qd.resize(n);
+  for (int i = 0; i < n; ++i) {
     q(i) = 0.3 + 0.1 * i;
     qd(i) = 0.2 - 0.05 * i;
   }
 }
 
-void bm_accel(benchmark::State& state, const ukb::ModelInfo* m) {
-  const auto f = m->reference_accel(m->defaults(), {});
+template <class Mo>
+void bm_accel(benchmark::State& state) {
+  const ukb::reference::AccelFn f = ukb::reference::accel_fn<Mo>(typename Mo::Params{});
   Eigen::VectorXd q, qd;
-  make_state(*m, q, qd);
+  make_state(Mo::n, q, qd);
   for (auto _ : state) benchmark::DoNotOptimize(f(q, qd, 0.0));
   state.SetItemsProcessed(state.iterations());
 }
 
-void bm_rk4(benchmark::State& state, const ukb::ModelInfo* m) {
-  const auto f = m->reference_accel(m->defaults(), {});
+template <class Mo>
+void bm_rk4(benchmark::State& state) {
+  const ukb::reference::AccelFn f = ukb::reference::accel_fn<Mo>(typename Mo::Params{});
   ukb::reference::State s;
-  make_state(*m, s.q, s.qd);
+  make_state(Mo::n, s.q, s.qd);
   const ukb::reference::State start = s;
   for (auto _ : state) {
     if (ukb::reference::rk4_step(f, s, 1e-3) != ukb::Status::ok) s = start;
@@ -38,10 +45,10 @@ void bm_rk4(benchmark::State& state, const ukb::ModelInfo* m) {
 }
 
 int register_all() {
-  for (const ukb::ModelInfo& m : ukb::all_models()) {
-    benchmark::RegisterBenchmark(("reference_accel/" + m.name).c_str(), bm_accel, &m);
-    benchmark::RegisterBenchmark(("reference_rk4_step/" + m.name).c_str(), bm_rk4, &m);
-  }
+  ukb::models::Builtin::for_each<double>([]<class Mo>() {
+    benchmark::RegisterBenchmark((std::string("reference_accel/") + Mo::name).c_str(), bm_accel<Mo>);
+    benchmark::RegisterBenchmark((std::string("reference_rk4_step/") + Mo::name).c_str(), bm_rk4<Mo>);
+  });
   return 0;
 }
 const int registered = register_all();

@@ -21,6 +21,8 @@
 
 #include "ukb/cuda.hpp"
 #include "ukb/engine.hpp"
+#include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/uk.hpp"
 #include "workloads.hpp"
 
 namespace {
@@ -53,12 +55,12 @@ void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
   const EngineOptions o{.threads = threads};
   const long steps = steps_per_iteration<Mo>(be, N);
   const T dt = T(bench::workload_dt);
-  if (step(b, be, dt, 1, o) != 0) {  // warm-up (and the first touch of the memory)
+  if (step(b, be, dt, 1, o).failed != 0) {  // warm-up (and the first touch of the memory)
     state.SkipWithError("a system failed in the warm-up step");
     return;
   }
   for (auto _ : state) {
-    const long failed = step(b, be, dt, steps, o);
+    const long failed = step(b, be, dt, steps, o).failed;
     benchmark::DoNotOptimize(failed);
   }
   long failed = 0;
@@ -114,7 +116,7 @@ void bm_pinv_factor(benchmark::State& state) {
   for (auto _ : state) {
     kernels::PseudoInverse<Mo::m, Mo::n, T> p;
     benchmark::DoNotOptimize(B);
-    p.factor(B, kernels::default_rank_rtol<T>());
+    p.factor(B, policy::default_rank_rtol<T>());
     benchmark::DoNotOptimize(p.rank);
   }
   state.SetItemsProcessed(state.iterations());
@@ -128,7 +130,7 @@ void bm_pinv_apply(benchmark::State& state) {
   constraint_matrix(in, B);
   for (int i = 0; i < Mo::m; ++i) y[i] = T(1 + i);
   kernels::PseudoInverse<Mo::m, Mo::n, T> p;
-  p.factor(B, kernels::default_rank_rtol<T>());
+  p.factor(B, policy::default_rank_rtol<T>());
   for (auto _ : state) {
     benchmark::DoNotOptimize(y);
     p.apply(y, x);
@@ -144,7 +146,7 @@ void bm_uk_accel(benchmark::State& state) {
   kernels::Accel<Mo> a;
   for (auto _ : state) {
     benchmark::DoNotOptimize(in.q);
-    const Status s = kernels::uk_accel<Mo>(in.q, in.qd, T(0), in.p, kernels::default_rank_rtol<T>(), a);
+    const Status s = kernels::uk_accel<Mo>(in.q, in.qd, T(0), in.p, policy::default_rank_rtol<T>(), a);
     benchmark::DoNotOptimize(s);
     benchmark::DoNotOptimize(a.qdd);
   }

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ukb/kernels/uk.hpp"
+#include "ukb/kernels/rk4.hpp"
 #include "workloads.hpp"
 
 namespace flops {
@@ -84,7 +84,7 @@ Row count() {
     typename Mo::Params p;
     Counted q[Mo::n], qd[Mo::n], t = 0;
     ukb::bench::workload_system<Mo>(1, i, p, q, qd);
-    const ukb::kernels::StageSettings<Counted> ss{ukb::kernels::default_rank_rtol<double>(), {}, nullptr};
+    const ukb::kernels::StageSettings<Counted> ss{ukb::policy::default_rank_rtol<double>(), {}, nullptr};
     ukb::kernels::rk4_step<Mo>(q, qd, t, Counted(ukb::bench::workload_dt), p, ss);
   }
   // initial_state's sin and cos ran outside rk4_step: count the step alone.

@@ -35,17 +35,11 @@ struct RandomBatch {
   }
 };
 
-/// Calls f.template operator()<Model>() for every built-in model template.
+/// Calls f.template operator()<Model>() for every built-in model template
+/// (UKB_BUILTIN_MODELS).
 template <class F>
 void for_each_model_template(F&& f) {
-  f.template operator()<models::BeadOnRing>();
-  f.template operator()<models::NonholonomicParticle>();
-  f.template operator()<models::InclineBlock>();
-  f.template operator()<models::PlanarChain3>();
-  f.template operator()<models::PlanarChain6>();
-  f.template operator()<models::PlanarChain12>();
-  f.template operator()<models::RedundantPendulum>();
-  f.template operator()<models::TwoLinkArm>();
+  models::Builtin::for_each_template(f);
 }
 
 /// Max over systems of |x_i - y_i| / max(|y_i|, 1) for a per-system vector

@@ -1,14 +1,14 @@
-// The CUDA backend's own source (kernels/cuda/engine_impl.hpp: device
+// The CUDA backend's own source (kernels/ukb/cuda/engine_impl.hpp: device
 // memory, upload, launch geometry, tail guard, download, reduction) compiled
 // with g++ against Thrust's CPP backend, every thread of the launch run on
 // the CPU. Compared with the CPU backend: identical bits expected (same
 // kernels, same compiler), at sizes that do not divide the block size.
 #include "engine_support.hpp"
-#include "ukb/kernels/launch.hpp"
+#include "ukb/cuda/launch.hpp"
 
-#define UKB_LAUNCH(config, N, body) ::ukb::kernels::emulate_launch(config, N, body)
+#define UKB_LAUNCH(config, N, body) ::ukb::cuda::emulate_launch(config, N, body)
 #define UKB_CUDA_IMPL_NS cuda_emulated
-#include "cuda/engine_impl.hpp"
+#include "ukb/cuda/engine_impl.hpp"
 
 namespace ukb::test {
 namespace {
@@ -16,11 +16,11 @@ namespace {
 TEST(CudaEmulation, LaunchCoversEverySystemOnceWithIdleTail) {
   for (int N : {1, 37, 127, 128, 129, 1003}) {
     for (int block : {32, 128, 256}) {
-      const kernels::LaunchConfig c = kernels::launch_config(N, block);
+      const cuda::LaunchConfig c = cuda::launch_config(N, block);
       EXPECT_GE(c.grid * block, N);
       EXPECT_LT((c.grid - 1) * block, N);
       std::vector<int> hits(N, 0);
-      kernels::emulate_launch(c, N, [&](int i) { ++hits.at(i); });
+      cuda::emulate_launch(c, N, [&](int i) { ++hits.at(i); });
       for (int i = 0; i < N; ++i) ASSERT_EQ(hits[i], 1) << "N " << N << " block " << block;
     }
   }
@@ -32,9 +32,12 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
     for (int N : {1, 37, 1003}) {
       SCOPED_TRACE(std::string(Mo::name) + " N=" + std::to_string(N));
       RandomBatch<Model> emu(N, 500 + N), cpu(N, 500 + N);
-      const double rtol = kernels::default_rank_rtol<double>();
+      const double rtol = policy::default_rank_rtol<double>();
       emu.batch.allocate_outputs();
-      EXPECT_EQ(cuda_emulated::evaluate<Mo>(emu.batch.view(), rtol, 128), 0);
+      cuda_emulated::evaluate<Mo>(emu.batch.view(), {rtol}, {.cuda_block = 128});
+      int failed = 0;
+      for (int i = 0; i < N; ++i) failed += emu.batch.status(i) != Status::ok;
+      EXPECT_EQ(failed, 0);
       ASSERT_EQ(evaluate(cpu.batch, Backend::cpu), 0);
       int diff = 0;
       for (int i = 0; i < N; ++i)
@@ -42,10 +45,10 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
       EXPECT_EQ(diff, 0);
       // An ensemble run's settings: events located, residuals monitored.
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40};
-      const kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true, {}, {},
-                                                 std::numeric_limits<double>::infinity()};
-      cuda_emulated::integrate<Mo>(emu.batch.view(), s, 128);
-      advance(cpu.batch, Backend::cpu, run, 30);
+      const RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, rtol, true, true, {}, {},
+                                  std::numeric_limits<double>::infinity()};
+      cuda_emulated::integrate<Mo>(emu.batch.view(), s, {.cuda_block = 128});
+      integrate(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
       for (int i = 0; i < N; ++i) {
         mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n);
@@ -71,11 +74,9 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
       SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(st)));
       RandomBatch<Model> emu(37, 550), cpu(37, 550);
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40, .stabilization = st};
-      kernels::RunSettings<double> s{1e-3, 0.05, 40, 30, 1e-10, kernels::default_rank_rtol<double>(),
-                                     true, true, {}, {}, std::numeric_limits<double>::infinity()};
-      detail::stabilization_settings<Mo>(run, s);
-      cuda_emulated::integrate<Mo>(emu.batch.view(), s, 32);
-      advance(cpu.batch, Backend::cpu, run, 30);
+      const RunSettings<double> s = resolve_run<double>(run, 30, HasConstraintRows<Mo>, Mo::name);
+      cuda_emulated::integrate<Mo>(emu.batch.view(), s, {.cuda_block = 32});
+      integrate(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
       for (int i = 0; i < 37; ++i)
         mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n) ||
@@ -96,7 +97,8 @@ TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   b.batch.set_params(128, p);
   const float inf = std::numeric_limits<float>::infinity();
   cuda_emulated::integrate<models::BeadOnRing<float>>(
-      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false, {}, {}, std::numeric_limits<float>::infinity()}, 64);
+      b.batch.view(), {1e-3f, inf, 1000, 10, 1e-6f, 1e-5f, false, false, {}, {}, std::numeric_limits<float>::infinity()},
+      {.cuda_block = 64});
   EXPECT_EQ(b.batch.status(128), Status::failed_mass_matrix);
   EXPECT_EQ(b.batch.status(127), Status::ok);
 }

@@ -278,7 +278,7 @@ TEST(Run, TheStepLimitStatusDoesNotDependOnHowTheRunIsSplit) {
       const double q[2] = {1, 0}, qd[2] = {0, 0};
       for (int i = 0; i < 2; ++i) b.set_state(i, q, qd);
       const RunOptions r{.dt = 0.01, .t_end = 1.0, .max_steps = 40};
-      while (advance(b, be, r, budget) > 0) {
+      while (integrate(b, be, r, budget).active > 0) {
       }
       for (int i = 0; i < 2; ++i) {
         EXPECT_EQ(b.status(i), Status::max_steps) << to_string(be) << " budget " << budget;
@@ -435,7 +435,7 @@ TEST(StickSlip, ABeadReleasedAtRestStaysWhereStaticFrictionHoldsIt) {
   }
   for (Backend be : {Backend::cpu, Backend::reference}) {
     Batch<Mo> c = b;
-    EXPECT_EQ(advance(c, be, {.dt = 0.01, .t_end = 0.5}), 0);
+    EXPECT_EQ(integrate(c, be, {.dt = 0.01, .t_end = 0.5}).active, 0);
     for (int i = 0; i < 4; ++i) {
       const bool holds = std::abs(std::cos(thetas[i])) <= 0.5 * std::abs(std::sin(thetas[i]));
       EXPECT_EQ(c.status(i), holds ? Status::at_rest : Status::ok) << thetas[i];
@@ -596,12 +596,12 @@ TEST(Outputs, StabilisedRunsRecordTheirSettingsAndCountersAndAgreeWithTheUnstabi
     EXPECT_EQ(s["method"], method);
     if (std::string(method) == "projection") {
       EXPECT_EQ(f.text("projection_failures"), std::vector<std::string>(20, "0"));
-      EXPECT_EQ(s["tol"].get<double>(), default_projection_tol<double>());
+      EXPECT_EQ(s["tol"].get<double>(), policy::default_projection_tol<double>());
       EXPECT_EQ(s["max_iter"].get<int>(), 4);
       for (const std::string& x : f.text("res_pos_max")) EXPECT_LT(std::stod(x), 1e-12);
     } else {
-      EXPECT_EQ(s["alpha"].get<double>(), default_baumgarte_rate);
-      EXPECT_EQ(s["gamma"].get<double>(), default_baumgarte_rate);
+      EXPECT_EQ(s["alpha"].get<double>(), policy::default_baumgarte_rate);
+      EXPECT_EQ(s["gamma"].get<double>(), policy::default_baumgarte_rate);
     }
   }
 }

@@ -72,8 +72,8 @@ int lanes_match_scalar(int N, const RunOptions& run) {
     spoil(one.batch);
     // Two calls, so that the lanes also resume from a stored state.
     for (int call = 0; call < 2; ++call) {
-      advance(lanes.batch, Backend::cpu, r, 20, {.threads = 2, .chunk = 24, .simd = true});
-      advance(one.batch, Backend::cpu, r, 20, {.threads = 1, .simd = false});
+      integrate(lanes.batch, Backend::cpu, r, 20, {.threads = 2, .chunk = 24, .simd = true});
+      integrate(one.batch, Backend::cpu, r, 20, {.threads = 1, .simd = false});
     }
     EXPECT_EQ(mismatches(lanes.batch, one.batch), 0);
     // (failed_nonfinite, or failed_residual where the NaN shows in the
@@ -113,8 +113,8 @@ TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
   using Mo = models::BeadOnRing<double>;
   const RunOptions run{.dt = 1e-3, .t_end = 4.0};
   RandomBatch<models::BeadOnRing> lanes(403, 7), one(403, 7);
-  advance(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = true});
-  advance(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
+  integrate(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = true});
+  integrate(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
   EXPECT_EQ(mismatches<Mo>(lanes.batch, one.batch), 0);
   int rest = 0, events = 0;
   for (int i = 0; i < 403; ++i) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "rotating_hoop.hpp"
+#include "ukb/backends.hpp"  // the backends' definitions, for a model of our own
 #include "ukb/engine.hpp"
 
 using Hoop = RotatingHoop<double>;
@@ -68,8 +69,8 @@ int main() {
     if (i < M) pr.set_params(i, ref.params(i)), pr.set_state(i, q, qd, ref.t(i));
   }
   const ukb::RunOptions proj{.dt = dt, .t_end = 1.0, .stabilization = ukb::Stabilization::projection};
-  ukb::advance(pc, ukb::Backend::cpu, proj);
-  ukb::advance(pr, ukb::Backend::reference, proj);
+  ukb::integrate(pc, ukb::Backend::cpu, proj);
+  ukb::integrate(pr, ukb::Backend::reference, proj);
   double proj_drift = 0, proj_worst = 0;
   long proj_bad = 0;
   for (int i = 0; i < N; ++i) {

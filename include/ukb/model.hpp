@@ -1,8 +1,9 @@
 /// @file model.hpp
 /// @brief The model concept: what a constrained mechanical system provides.
 ///
-/// A model is a struct template on the scalar type `T` (`double`, `float`, or
-/// later a SIMD pack) with
+/// A model is a struct (usually a template on the scalar type `T`: `double`
+/// or `float`; the CPU backend may also use it on SIMD packs, see `rebind`)
+/// with
 ///
 /// | member | meaning |
 /// |---|---|
@@ -34,7 +35,7 @@
 /// | `initial_names` (std::array) + `initial_state(ic, p, q, qd)` | natural initial quantities (e.g. an angle and a rate) mapped to a consistent state; returns false where no consistent state exists |
 /// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
-/// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass`, `force`, `constraints` (and `constraint_rows` under Baumgarte stabilisation) of `rebind<pack>` on SIMD packs of systems in double, instead of lane by lane. Give it only where those functions are branch-free on values (no `if`, `?:` or `std::max` on state or parameters) and use + - * / and `sqrt` only, so that a lane rounds as a scalar (transcendental functions of a pack and of a scalar may differ in the last bit; `Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept, or the backend falls back to lane by lane |
+/// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass`, `force`, `constraints` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double, instead of lane by lane. Give it only where those functions are branch-free on values (no `if`, `?:` or `std::max` on state or parameters) and use + - * / and `sqrt` only, so that a lane rounds as a scalar (transcendental functions of a pack and of a scalar may differ in the last bit; `Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
 ///
 /// **Pure functions.** The CPU backend steps 8 (16) systems in lockstep and
 /// may call `mass`, `force`, `constraints`, `nonideal` and `event` for a

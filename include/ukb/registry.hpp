@@ -1,25 +1,31 @@
 /// @file registry.hpp
-/// @brief Host-side registry of the built-in models: names, coordinates,
-///        parameters with defaults, and type-erased entry points.
+/// @brief Host-side registry of the models: names, coordinates, parameters
+///        with defaults and ranges, the optional hooks a model has, and
+///        type-erased entry points (one evaluation; a resident ensemble).
+///        Everything in double precision. No Eigen, OpenMP, SIMD or CUDA
+///        header.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ukb/engine.hpp"
-#include "ukb/reference.hpp"
+#include "ukb/fields.hpp"
+#include "ukb/model.hpp"
+#include "ukb/options.hpp"
+#include "ukb/status.hpp"
 
 namespace ukb {
 
 /// One model parameter.
 struct ParamInfo {
-  std::string name;         ///< as in the config file and `--param KEY=VALUE`
-  double default_value = 0; ///< the value of the model's `Params{}`
-  std::string description;  ///< meaning, unit and admissible range
+  std::string name;          ///< as in the config file and `--param KEY=VALUE`
+  double default_value = 0;  ///< the value of the model's `Params{}`
+  std::string description;   ///< meaning, unit and admissible range
   /// The admissible range, from a description ending in "(> x)" or
   /// "(>= x)": values above `lower` (or equal to it when lower_inclusive).
   /// -inf: any finite value.
@@ -32,29 +38,61 @@ struct ParamInfo {
   std::string range() const;
 };
 
-/// A chunk of an ensemble in double precision, structure of arrays (value
-/// j of system i at [j * N + i]), handed to ModelInfo::advance. The run
-/// monitors (steps, events, t_stop, res_pos, res_vel, rank_drops,
-/// proj_fails, inconsistent) carry over between calls, so a run may be split into calls
-/// without changing its outcome.
-struct EnsembleChunk {
-  int N = 0;
-  std::vector<double> params;  ///< np x N
-  std::vector<double> q, qd;   ///< n x N
-  std::vector<double> t;       ///< N
-  std::vector<std::int32_t> status;  ///< N (Status)
-  std::vector<std::int64_t> steps;   ///< N
-  std::vector<std::int32_t> events;  ///< N
-  std::vector<double> t_stop, res_pos, res_vel;  ///< N
-  std::vector<std::int64_t> rank_drops, proj_fails, inconsistent;  ///< N
-
-  /// N systems of a model with n coordinates and np parameters, every one
-  /// ok at t = 0 with zero state and counters (t_stop NaN).
-  void reset(int systems, int n, int np);
+/// One evaluation of one system: the outputs of `ukb accel`. On a failed
+/// status the vectors hold NaN.
+struct Evaluation {
+  std::vector<double> qdd;          ///< the acceleration q'' (n)
+  std::vector<double> Qc_ideal;     ///< the ideal constraint force A^T lambda (n)
+  std::vector<double> Qc_nonideal;  ///< the non-ideal constraint force (n)
+  std::vector<double> lambda;       ///< the multipliers (m)
+  int rank = 0;                     ///< numerical rank of B = A L^{-T}
+  Status status = Status::ok;
+  /// max_i |(A q'' - b)_i| with the model's A and b at the state (NaN on a
+  /// failed status).
+  double constraint_residual = std::numeric_limits<double>::quiet_NaN();
+  /// constraint_residual above the consistency rule (policy::consistency_rtol).
+  bool inconsistent = false;
 };
 
-/// One registered model. Parameter values travel as a vector in the order of
-/// `params`.
+/// A model's terms at one state (row-major).
+struct Terms {
+  std::vector<double> M;  ///< mass matrix (n x n)
+  std::vector<double> Q;  ///< impressed force (n)
+  std::vector<double> A;  ///< constraint matrix (m x n)
+  std::vector<double> b;  ///< constraint right-hand side (m)
+};
+
+/// N systems of one model in double precision that stay where they are
+/// computed across calls: host memory on the reference and cpu backends,
+/// device memory on cuda (uploaded when systems were set, downloaded when a
+/// field is read). What `ukb run` integrates chunk by chunk.
+class Ensemble {
+ public:
+  virtual ~Ensemble() = default;
+  /// The number of systems.
+  virtual int size() const = 0;
+  /// The backend that integrates it.
+  virtual Backend backend() const = 0;
+  /// Sets system i: its parameter values (ModelInfo::params order), state
+  /// (q, q': n values each) and time; status ok, run monitors reset.
+  virtual void set(int i, std::span<const double> params, const double* q, const double* qd, double t) = 0;
+  /// Integrates every active system by at most `budget` more steps
+  /// (ukb::integrate). Returns the systems still active and the failed ones.
+  virtual Tally integrate(const RunOptions& r, long budget, const EngineOptions& o) = 0;
+  /// A field of every system (fields.hpp), read-only: value j of system i at
+  /// soa(j, i, size()). The pointer stays valid until the next call that is
+  /// not a read. Throws std::logic_error for a field of another type and for
+  /// the outputs of `evaluate`.
+  virtual const double* real(Field f) = 0;
+  virtual const std::int64_t* i64(Field f) = 0;
+  virtual const std::int32_t* i32(Field f) = 0;
+  /// Value j of field f of system i, whatever its type, as a double.
+  double value(Field f, int i, int j = 0);
+};
+
+/// One model: what `ukb models` lists and the entry points that `ukb
+/// accel`, `ukb trajectory` and `ukb run` use. Parameter values travel as a
+/// vector in the order of `params`.
 struct ModelInfo {
   std::string name;                 ///< e.g. "bead_on_ring"
   std::string summary;              ///< one line
@@ -63,43 +101,35 @@ struct ModelInfo {
   std::vector<std::string> coords;  ///< coordinate names (n)
   std::vector<ParamInfo> params;    ///< parameters, in declaration order
 
-  /// Reference acceleration for the parameter values `values` (params.size()).
-  reference::AccelFn (*reference_accel)(std::span<const double> values,
-                                        const reference::Options& opt) = nullptr;
-  /// One system evaluated by a batch backend (cpu or cuda; double), returned
-  /// in the reference's Result form. Throws BackendUnavailable.
-  reference::Result (*batch_accel)(Backend backend, std::span<const double> values,
-                                   const Eigen::VectorXd& q, const Eigen::VectorXd& qd, double t,
-                                   double rank_rtol) = nullptr;
-  /// Reference terms M, Q, A, b at one state.
-  reference::Terms (*reference_terms)(std::span<const double> values, const Eigen::VectorXd& q,
-                                      const Eigen::VectorXd& qd, double t) = nullptr;
-
   /// Natural initial-condition quantities (model's `initial_names`; empty if
   /// the model has none and takes raw q, q' only).
   std::vector<std::string> initial_names;
-  bool has_events = false;    ///< the model locates events (stick-slip)
-  bool has_potential = false; ///< energy observables are defined
-  bool has_residual = false;  ///< constraint residuals are monitored
-  bool has_rows = false;      ///< the constraint rows are stated: stabilisation works
+  bool has_events = false;     ///< the model locates events (stick-slip)
+  bool has_potential = false;  ///< energy observables are defined
+  bool has_residual = false;   ///< constraint residuals are monitored
+  bool has_rows = false;       ///< the constraint rows are stated: stabilisation works
 
+  /// One system evaluated on a backend (ukb::evaluate on a batch of one;
+  /// throws BackendUnavailable).
+  Evaluation (*evaluate)(Backend backend, std::span<const double> values, const double* q, const double* qd,
+                         double t, double rank_rtol) = nullptr;
+  /// The model's M, Q, A and b at one state.
+  Terms (*terms)(std::span<const double> values, const double* q, const double* qd, double t) = nullptr;
   /// The consistent state of the natural quantities `ic` (initial_names
   /// order); false where none exists. nullptr without initial_names.
-  bool (*initial_state)(std::span<const double> values, const double* ic, double* q,
-                        double* qd) = nullptr;
+  bool (*initial_state)(std::span<const double> values, const double* ic, double* q, double* qd) = nullptr;
   /// The natural quantities of a state. nullptr without initial_names.
-  void (*natural_state)(std::span<const double> values, const double* q, const double* qd,
-                        double* ic) = nullptr;
+  void (*natural_state)(std::span<const double> values, const double* q, const double* qd, double* ic) = nullptr;
   /// Position- and velocity-level constraint residuals of a state (NaN
   /// without the model's `residual`).
-  void (*residual)(std::span<const double> values, const double* q, const double* qd, double t,
-                   double& pos, double& vel) = nullptr;
+  void (*residual)(std::span<const double> values, const double* q, const double* qd, double t, double& pos,
+                   double& vel) = nullptr;
   /// Total energy 1/2 q'^T M q' + V(q, t) (NaN without the model's `potential`).
-  double (*energy)(std::span<const double> values, const double* q, const double* qd,
-                   double t) = nullptr;
-  /// ukb::advance on a chunk (double). Returns the systems still active.
-  long (*advance)(EnsembleChunk& chunk, Backend backend, const RunOptions& run, long budget,
-                  const EngineOptions& options) = nullptr;
+  double (*energy)(std::span<const double> values, const double* q, const double* qd, double t) = nullptr;
+  /// A resident ensemble of N systems on a backend, every system with the
+  /// default parameters, zero state and status ok (throws
+  /// BackendUnavailable where the backend cannot run the model).
+  std::unique_ptr<Ensemble> (*ensemble)(int N, Backend backend) = nullptr;
 
   /// Index of a parameter in `params`, or -1.
   int param_index(std::string_view key) const;
@@ -116,6 +146,10 @@ const ModelInfo* find_model(std::string_view name);
 /// The candidate closest to `word` by edit distance if it is close enough to
 /// be a likely typo, else an empty string (for "did you mean" messages).
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+/// A parameter's description and range (from a description ending in
+/// "(> x)" or "(>= x)").
+ParamInfo param_info(const char* name, double value, const char* description);
 
 /// Fills a model's Params from values in visit_params order.
 template <Model Mo>

@@ -21,8 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "ukb/engine.hpp"
+#include "ukb/options.hpp"
 #include "ukb/registry.hpp"
+#include "ukb/status.hpp"
 
 namespace ukb::run {
 
@@ -65,8 +66,7 @@ struct Config {
   std::uint64_t seed = 0;
   Backend backend = Backend::cpu;
   int threads = 0;                  ///< 0: all cores
-  RunOptions run;                   ///< dt, t_end, max_steps, event_tol, events, monitor
-  double rank_rtol = -1;            ///< < 0: the engine's default
+  RunOptions run;                   ///< [integrator] and [stabilization]
   long chunk = 65536;               ///< samples integrated together
   std::vector<Input> params;        ///< one per model parameter, model order
   bool raw_initial = false;         ///< q / qd given instead of the natural quantities

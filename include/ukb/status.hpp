@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "ukb/config.hpp"
+
 namespace ukb {
 
 /// Outcome of evaluating (or integrating) one system. A failing system gets
@@ -17,6 +19,11 @@ enum class Status : int {
   max_steps = 4,           ///< the step limit was reached before the end time
   failed_residual = 5,     ///< a constraint residual exceeded RunOptions::residual_limit
 };
+
+/// True for the statuses of a failed system (failed_*).
+UKB_HD constexpr bool is_failure(Status s) {
+  return s == Status::failed_mass_matrix || s == Status::failed_nonfinite || s == Status::failed_residual;
+}
 
 /// Stable lower-case name of a status (as written to JSON and CSV outputs).
 constexpr std::string_view to_string(Status s) {

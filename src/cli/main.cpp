@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -32,6 +33,7 @@
 #include "cli.hpp"
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
+#include "ukb/policy.hpp"
 #include "ukb/registry.hpp"
 #include "ukb/run.hpp"
 #include <signal.h>
@@ -130,7 +132,7 @@ std::vector<double> resolve_params(const ModelInfo& model, const std::vector<std
 }
 
 /// NaN becomes JSON null (JSON has no NaN).
-nlohmann::json to_json(const Eigen::VectorXd& v) {
+nlohmann::json to_json(const std::vector<double>& v) {
   nlohmann::json a = nlohmann::json::array();
   for (double x : v) a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
   return a;
@@ -202,11 +204,7 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
     throw UsageError("--rank-rtol: expected a number in [0, 1), got " + std::to_string(rank_rtol));
   const ukb::Backend be = check_backend(backend);
 
-  const Eigen::Map<const Eigen::VectorXd> qv(q.data(), model.n), qdv(qd.data(), model.n);
-  const ukb::reference::Result r =
-      be == ukb::Backend::reference
-          ? model.reference_accel(params, ukb::reference::Options{rank_rtol})(qv, qdv, t)
-          : model.batch_accel(be, params, qv, qdv, t, rank_rtol);
+  const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);
   nlohmann::ordered_json out;
   out["qdd"] = to_json(r.qdd);
   out["Qc_ideal"] = to_json(r.Qc_ideal);
@@ -247,27 +245,34 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
   for (const auto& c : model.coords) os << "," << c;
   for (const auto& c : model.coords) os << "," << c << "_dot";
   os << "\n";
-  auto write = [&](const ukb::reference::State& s) {
-    os << s.t;
-    for (double x : s.q) os << "," << x;
-    for (double x : s.qd) os << "," << x;
+  // One system on the reference backend, in calls of `every` steps: a row
+  // at t0 and after every call.
+  const std::unique_ptr<ukb::Ensemble> e = model.ensemble(1, ukb::Backend::reference);
+  e->set(0, params, q.data(), qd.data(), t0);
+  auto write = [&] {
+    os << e->real(ukb::Field::t)[0];
+    for (int j = 0; j < model.n; ++j) os << "," << e->real(ukb::Field::q)[j];
+    for (int j = 0; j < model.n; ++j) os << "," << e->real(ukb::Field::qd)[j];
     os << "\n";
   };
-  ukb::reference::State s{Eigen::Map<const Eigen::VectorXd>(q.data(), model.n),
-                          Eigen::Map<const Eigen::VectorXd>(qd.data(), model.n), t0};
-  write(s);
-  long k = 0;
-  const ukb::Status st = ukb::reference::integrate_rk4(
-      model.reference_accel(params, {}), s, dt, steps, [&](const ukb::reference::State& x) {
-        if (++k % every == 0 || k == steps) write(x);
-      });
+  write();
+  const ukb::RunOptions run{.dt = dt, .max_steps = steps, .events = false, .monitor = false};
+  ukb::Status st = ukb::Status::ok;
+  for (long k = 0; k < steps && st == ukb::Status::ok;) {
+    const long before = e->i64(ukb::Field::steps)[0];
+    e->integrate(run, std::min(every, steps - k), {.threads = 1});
+    k = e->i64(ukb::Field::steps)[0];
+    st = static_cast<ukb::Status>(e->i32(ukb::Field::status)[0]);
+    if (k == before) break;  // the step no longer advances the time
+    if (st == ukb::Status::ok) write();
+  }
   if (!out_path.empty()) {
     file.close();
     if (!file) throw UsageError("--out: writing '" + out_path + "' failed");
     std::filesystem::rename(tmp, out_path);
   }
   if (st != ukb::Status::ok) {
-    std::cerr << "ukb trajectory: integration stopped at t = " << s.t << " with status "
+    std::cerr << "ukb trajectory: integration stopped at t = " << e->real(ukb::Field::t)[0] << " with status "
               << ukb::to_string(st) << "\n";
     return 1;
   }
@@ -400,7 +405,7 @@ int ukb_cli_main(int argc, char** argv) {
   models->add_flag("--json", models_json, "print JSON instead of text");
 
   SystemArgs accel_args;
-  double accel_t = 0, rank_rtol = ukb::reference::default_rank_rtol;
+  double accel_t = 0, rank_rtol = ukb::policy::default_rank_rtol<double>();
   std::string backend = "reference";
   CLI::App* accel = app.add_subcommand(
       "accel", "evaluate one system and print q'', Qc_ideal, Qc_nonideal, lambda, rank and "

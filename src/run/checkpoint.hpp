@@ -24,16 +24,9 @@
 #include <string>
 #include <vector>
 
-namespace ukb::run {
+#include "table.hpp"
 
-/// One column of the results table, in sample order.
-struct Column {
-  std::string name;
-  bool integer = false;
-  bool input = false;
-  std::vector<double> d;        ///< values of a double column
-  std::vector<std::int64_t> i;  ///< values of an integer column
-};
+namespace ukb::run {
 
 /// What a checkpoint says about its run.
 struct CheckpointHeader {

@@ -302,23 +302,10 @@ nlohmann::json dist_json(const Dist& d) {
 
 }  // namespace
 
-Config parse_config(const std::string& text, const std::string& path) {
-  const Parser P(path);
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ":" +
-                      std::to_string(e.source().begin.column) + ": not valid TOML: " +
-                      std::string(e.description()));
-  }
-  Config c;
-  c.path = path;
-  c.text = text;
-  P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
-                         "stabilization", "params", "initial", "output"});
+namespace {
 
-  // model
+// model, samples, seed, backend, threads
+void parse_model(const Parser& P, const toml::table& root, Config& c) {
   const toml::node* model = root.get("model");
   if (!model) P.fail(nullptr, "model", "missing; expected the name of a built-in model (see `ukb models`)");
   const std::string name = P.string(*model, "model");
@@ -331,7 +318,6 @@ Config parse_config(const std::string& text, const std::string& path) {
     if (!near.empty()) msg += " (did you mean '" + near + "'?)";
     P.fail(model, "model", msg + "; expected one of " + join(names));
   }
-  const ModelInfo& M = *c.model;
 
   const toml::node* samples = root.get("samples");
   if (!samples) P.fail(nullptr, "samples", "missing; expected the number of samples (an integer >= 1)");
@@ -345,8 +331,11 @@ Config parse_config(const std::string& text, const std::string& path) {
     c.backend = *parsed;
   }
   if (const toml::node* t = root.get("threads")) c.threads = static_cast<int>(P.integer(*t, "threads", 0, 4096));
+}
 
-  // [integrator]
+// [integrator]
+void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
+  const ModelInfo& M = *c.model;
   const toml::node* integ = root.get("integrator");
   if (!integ) P.fail(nullptr, "integrator", "missing; expected a table [integrator] with at least dt");
   const toml::table& I = P.table(*integ, "integrator");
@@ -380,9 +369,9 @@ Config parse_config(const std::string& text, const std::string& path) {
   if (const toml::node* e = I.get("events")) c.run.events = P.boolean(*e, "integrator.events");
   if (const toml::node* e = I.get("monitor")) c.run.monitor = P.boolean(*e, "integrator.monitor");
   if (const toml::node* r = I.get("rank_rtol")) {
-    c.rank_rtol = P.number(*r, "integrator.rank_rtol");
-    if (!(c.rank_rtol >= 0 && c.rank_rtol < 1))
-      P.fail(r, "integrator.rank_rtol", "expected a number in [0, 1), got " + Parser::fmt(c.rank_rtol));
+    c.run.rank_rtol = P.number(*r, "integrator.rank_rtol");
+    if (!(c.run.rank_rtol >= 0 && c.run.rank_rtol < 1))
+      P.fail(r, "integrator.rank_rtol", "expected a number in [0, 1), got " + Parser::fmt(c.run.rank_rtol));
   }
   if (const toml::node* ch = I.get("chunk")) c.chunk = P.integer(*ch, "integrator.chunk", 1, 1 << 30);
   if (const toml::node* r = I.get("residual_limit")) {
@@ -394,8 +383,11 @@ Config parse_config(const std::string& text, const std::string& path) {
       P.fail(r, "integrator.residual_limit",
              "model '" + M.name + "' states no constraint residual to limit; expected no residual_limit");
   }
+}
 
-  // [stabilization]
+// [stabilization]
+void parse_stabilization_table(const Parser& P, const toml::table& root, Config& c) {
+  const ModelInfo& M = *c.model;
   if (const toml::node* sn = root.get("stabilization")) {
     const toml::table& S = P.table(*sn, "stabilization");
     P.only_keys(S, "stabilization.", {"method", "alpha", "beta", "gamma", "tol", "max_iter"});
@@ -439,19 +431,22 @@ Config parse_config(const std::string& text, const std::string& path) {
     if (const toml::node* k = only_for("max_iter", Stabilization::projection))
       c.run.projection_iters = static_cast<int>(P.integer(*k, "stabilization.max_iter", 1, 100));
     if (c.run.stabilization == Stabilization::baumgarte &&
-        c.run.baumgarte_rates().fastest() * c.run.dt > 1)
+        fastest_rate(c.run.baumgarte()) * c.run.dt > 1)
       P.fail(sn, "stabilization",
              "the Baumgarte rates are too fast for integrator.dt = " + Parser::fmt(c.run.dt) +
                  ": max(2 alpha, beta, gamma) * dt = " +
-                 Parser::fmt(c.run.baumgarte_rates().fastest() * c.run.dt) +
+                 Parser::fmt(fastest_rate(c.run.baumgarte()) * c.run.dt) +
                  "; expected at most 1 (the stabilised drift would be stiff for RK4; the default "
-                 "rates are " + Parser::fmt(default_baumgarte_rate) + ")");
+                 "rates are " + Parser::fmt(policy::default_baumgarte_rate) + ")");
     if (c.run.stabilization != Stabilization::none && !M.has_rows)
       P.fail(S.get("method"), "stabilization.method",
              "model '" + M.name + "' does not state its constraint rows; expected none");
   }
+}
 
-  // [params]
+// [params]
+void parse_params(const Parser& P, const toml::table& root, Config& c) {
+  const ModelInfo& M = *c.model;
   for (const ParamInfo& p : M.params) {
     Dist d;
     d.a = p.default_value;
@@ -470,8 +465,11 @@ Config parse_config(const std::string& text, const std::string& path) {
       c.params[static_cast<std::size_t>(idx)].dist = d;
     }
   }
+}
 
-  // [initial]
+// [initial]
+void parse_initial(const Parser& P, const toml::table& root, Config& c) {
+  const ModelInfo& M = *c.model;
   const bool natural = !M.initial_names.empty();
   for (const std::string& q : M.initial_names) c.initial.push_back({q, Dist{}});
   if (const toml::node* in = root.get("initial")) {
@@ -522,8 +520,13 @@ Config parse_config(const std::string& text, const std::string& path) {
       for (int j = 0; j < M.n; ++j)
         c.initial.push_back({std::string(which) + "_" + M.coords[static_cast<std::size_t>(j)], Dist{}});
   }
+}
+
+// Every step must advance the time, up to the last instant of the run; t_end after t0.
+void check_time_range(const Parser& P, const toml::table& root, Config& c) {
+  const toml::table& I = *root.get("integrator")->as_table();
+  const toml::node* dt = I.get("dt");
   {
-    // Every step must advance the time, up to the last instant of the run.
     const double t_last = std::isfinite(c.run.t_end) ? c.run.t_end
                                                      : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
     const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
@@ -536,8 +539,10 @@ Config parse_config(const std::string& text, const std::string& path) {
     P.fail(I.get("t_end"), "integrator.t_end",
            "expected an end time > the initial time t0 = " + Parser::fmt(c.t0) + ", got " +
                Parser::fmt(c.run.t_end));
+}
 
-  // Sweep axes: their product must stay countable.
+// Sweep axes: their product must stay countable.
+void check_axes(const Parser& P, Config& c) {
   long total = 1;
   for (const Input* x : c.inputs())
     if (x->dist.is_axis()) {
@@ -545,8 +550,10 @@ Config parse_config(const std::string& text, const std::string& path) {
         P.fail(nullptr, x->name, "the sweep axes (lists of values and grids) have more than 1e12 points together");
       total *= x->dist.axis_size();
     }
+}
 
-  // [output]
+// [output]
+void parse_output(const Parser& P, const toml::table& root, Config& c) {
   if (const toml::node* on = root.get("output")) {
     const toml::table& O = P.table(*on, "output");
     P.only_keys(O, "output.", {"dir", "record", "record_every", "histogram_bins", "formats",
@@ -588,6 +595,34 @@ Config parse_config(const std::string& text, const std::string& path) {
     if (const toml::node* h = O.get("histogram_bins"))
       c.histogram_bins = static_cast<int>(P.integer(*h, "output.histogram_bins", 1, 100000));
   }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& path) {
+  const Parser P(path);
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ":" +
+                      std::to_string(e.source().begin.column) + ": not valid TOML: " +
+                      std::string(e.description()));
+  }
+  Config c;
+  c.path = path;
+  c.text = text;
+  P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
+                         "stabilization", "params", "initial", "output"});
+
+  parse_model(P, root, c);
+  parse_integrator(P, root, c);
+  parse_stabilization_table(P, root, c);
+  parse_params(P, root, c);
+  parse_initial(P, root, c);
+  check_time_range(P, root, c);
+  check_axes(P, c);
+  parse_output(P, root, c);
   return c;
 }
 
@@ -619,12 +654,12 @@ std::string Config::to_json() const {
                      {"events", run.events},
                      {"monitor", run.monitor},
                      {"residual_limit", num(run.residual_limit)},
-                     {"rank_rtol", rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(rank_rtol)},
+                     {"rank_rtol", run.rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(run.rank_rtol)},
                      {"chunk", chunk}};
   {
     nlohmann::json s = {{"method", std::string(to_string(run.stabilization))}};
     if (run.stabilization == Stabilization::baumgarte) {
-      const BaumgarteRates r = run.baumgarte_rates();
+      const Baumgarte<double> r = run.baumgarte();
       s["alpha"] = r.alpha;
       s["beta"] = r.beta;
       s["gamma"] = r.gamma;

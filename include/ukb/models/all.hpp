@@ -1,5 +1,5 @@
 /// @file all.hpp
-/// @brief Every built-in model, and the list the registry and the tests walk.
+/// @brief Every built-in model, and the one list of them (UKB_BUILTIN_MODELS).
 #pragma once
 
 #include <type_traits>
@@ -12,6 +12,14 @@
 #include "ukb/models/redundant_pendulum.hpp"
 #include "ukb/models/two_link_arm.hpp"
 
+/// The built-in models, in the order `ukb models` lists them: the one list
+/// from which the registry, the backends' instantiations and the tests'
+/// loops over models derive: X(A, Template) for each model template, S()
+/// between two entries (A is passed through).
+#define UKB_BUILTIN_MODELS(X, S, A)                                                                 \
+  X(A, BeadOnRing) S() X(A, NonholonomicParticle) S() X(A, InclineBlock) S() X(A, PlanarChain3) S() \
+  X(A, PlanarChain6) S() X(A, PlanarChain12) S() X(A, RedundantPendulum) S() X(A, TwoLinkArm)
+
 namespace ukb::models {
 
 /// A compile-time list of model templates, instantiated on demand with a scalar.
@@ -22,19 +30,34 @@ struct ModelList {
   static constexpr void for_each(F&& f) {
     (f.template operator()<Ms<T>>(), ...);
   }
+  /// Calls `f.template operator()<M>()` for each model template, in order.
+  template <class F>
+  static constexpr void for_each_template(F&& f) {
+    (f.template operator()<Ms>(), ...);
+  }
   static constexpr int size = sizeof...(Ms);
+  /// Every listed model meets the Model concept in double and in float.
+  static constexpr bool all_models = ((Model<Ms<double>> && Model<Ms<float>>) && ...);
   /// True when Mo is one of the listed models (at its own scalar type).
   template <class Mo>
   static constexpr bool contains = (std::is_same_v<Mo, Ms<typename Mo::Scalar>> || ...);
 };
 
-/// The built-in models, in the order `ukb models` lists them.
-using Builtin = ModelList<BeadOnRing, NonholonomicParticle, InclineBlock, PlanarChain3,
-                          PlanarChain6, PlanarChain12, RedundantPendulum, TwoLinkArm>;
-
-static_assert(Model<BeadOnRing<double>> && Model<BeadOnRing<float>>);
-static_assert(Model<NonholonomicParticle<double>> && Model<InclineBlock<double>>);
-static_assert(Model<PlanarChain12<double>> && Model<RedundantPendulum<double>>);
-static_assert(Model<TwoLinkArm<double>> && Model<TwoLinkArm<float>>);
+#define UKB_MODEL_NAME_(A, M) M
+#define UKB_MODEL_COMMA_() ,
+/// The built-in models (UKB_BUILTIN_MODELS).
+using Builtin = ModelList<UKB_BUILTIN_MODELS(UKB_MODEL_NAME_, UKB_MODEL_COMMA_, _)>;
+#undef UKB_MODEL_NAME_
+#undef UKB_MODEL_COMMA_
+static_assert(Builtin::all_models, "a built-in model does not meet the Model concept");
 
 }  // namespace ukb::models
+
+#define UKB_MODEL_NOTHING_()
+#define UKB_MODEL_BOTH_SCALARS_(X, M) X(::ukb::models::M<double>) X(::ukb::models::M<float>)
+/// Applies X to every built-in model type, in double and in float (for
+/// explicit instantiations).
+#define UKB_FOR_EACH_BUILTIN(X) UKB_BUILTIN_MODELS(UKB_MODEL_BOTH_SCALARS_, UKB_MODEL_NOTHING_, X)
+#define UKB_MODEL_DOUBLE_(X, M) X(::ukb::models::M<double>)
+/// Applies X to every built-in model type in double.
+#define UKB_FOR_EACH_BUILTIN_DOUBLE(X) UKB_BUILTIN_MODELS(UKB_MODEL_DOUBLE_, UKB_MODEL_NOTHING_, X)

@@ -3,12 +3,13 @@
 ///        a pack of W systems (std::experimental::simd, GCC's
 ///        <experimental/simd>), one system per lane (DESIGN.md section 6).
 ///
-/// The linear algebra (Cholesky, triangular solves, pseudo-inverse) and the
-/// RK4 stages run on packs; so do the model's mass, force and constraints
-/// where the model gives `rebind` (PackInputs), else they run per lane in
-/// scalar code (ModelLanes below), as do the non-ideal force and the
-/// decisions around each step (SystemRun: event location, projection,
-/// limits, handlers). Every lane
+/// The linear algebra (Cholesky, triangular solves, pseudo-inverse), the
+/// steps and the event checks run on packs; so do the model's mass, force,
+/// constraints and event function where the model gives `rebind`
+/// (PackInputs), else they run per lane in scalar code (ModelLanes below),
+/// as do the non-ideal force and the decisions around each step
+/// (kernels::SystemRun: event location, projection, limits, handlers). The
+/// loop that drives the lanes is kernels::integrate_systems. Every lane
 /// computes what the scalar kernels compute for its system, bit for bit
 /// (lanes.hpp), which tests/test_simd.cpp checks.
 ///
@@ -19,8 +20,7 @@
 #include <cstddef>
 #include <experimental/simd>
 
-#include "ukb/cpu/parallel.hpp"
-#include "ukb/kernels/system.hpp"
+#include "ukb/kernels/uk.hpp"
 
 namespace ukb::cpu {
 
@@ -84,19 +84,62 @@ struct Lanes<cpu::Pack<T, W>> {
     for (int l = 0; l < W; ++l)
       if (m[l] && r[l] == 0) r[l] = x;
   }
+
+  /// Lane l of a mask, an integer, a status, a pack.
+  static bool lane(const Mask& m, int l) { return m[l]; }
+  static int lane(const Int& r, int l) { return r[std::size_t(l)]; }
+  static Status lane(const LaneStatus& s, int l) { return s[std::size_t(l)]; }
+  static T lane(const V& x, int l) { return x[l]; }
+  /// The mask of W booleans.
+  static Mask mask(const bool* b) {
+    Mask m(false);
+    for (int l = 0; l < W; ++l) m[l] = b[l];
+    return m;
+  }
+
+  /// x[k] <- the vectors src[l] side by side, k < K (src[l]: K values of lane l).
+  template <int K>
+  static void gather(V* x, const T* const* src) {
+    alignas(64) T buf[W];
+    for (int k = 0; k < K; ++k) {
+      for (int l = 0; l < W; ++l) buf[l] = src[l][k];
+      x[k].copy_from(buf, cpu::stdx::vector_aligned);
+    }
+  }
+  /// The vectors dst[l] <- lane l of x[k], k < K.
+  template <int K>
+  static void scatter(const V* x, T* const* dst) {
+    alignas(64) T buf[W];
+    for (int k = 0; k < K; ++k) {
+      x[k].copy_to(buf, cpu::stdx::vector_aligned);
+      for (int l = 0; l < W; ++l) dst[l][k] = buf[l];
+    }
+  }
+  /// One value per lane, side by side.
+  static V gather(const T* values) { return V(values, cpu::stdx::element_aligned); }
+  /// The lanes of x into values (W).
+  static void scatter(const V& x, T* values) { x.copy_to(values, cpu::stdx::element_aligned); }
 };
 
 /// Models whose mass, force, constraints (and constraint rows) run on a
 /// pack V directly: those that give `rebind` (model.hpp) whose rebound
-/// model meets the Model concept, in double. (In float the models' double
-/// literals, such as T(9.81), would not compile: a pack's broadcast
-/// constructor takes only conversions that lose nothing, and double to
-/// float may.)
+/// model meets the Model concept, in double, and whose `rebind` at their own
+/// scalar is the model itself (a model derived from another inherits its
+/// `rebind`, which names the base: such a model runs lane by lane). (In
+/// float the models' double literals, such as T(9.81), would not compile: a
+/// pack's broadcast constructor takes only conversions that lose nothing,
+/// and double to float may.)
 template <class Mo, class V>
 concept PackInputs = sizeof(typename Mo::Scalar) == 8 && requires {
   typename Mo::template rebind<V>;
   requires Model<typename Mo::template rebind<V>>;
+  requires std::same_as<typename Mo::template rebind<typename Mo::Scalar>, Mo>;
 };
+
+/// Models whose event function also runs on a pack V: those with PackInputs
+/// (the `rebind` contract covers `event`, model.hpp).
+template <class Mo, class V>
+concept PackEvents = PackInputs<Mo, V> && HasEvents<Mo> && HasEvents<typename Mo::template rebind<V>>;
 
 namespace detail {
 template <class Mo, class V, bool = PackInputs<Mo, V>>
@@ -181,6 +224,23 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
     load<m>(bb, b);
   }
 
+  /// The event function g of every lane (models with events): on the pack
+  /// where the model allows it (PackEvents), else lane by lane.
+  static V event(const V* q, const V* qd, const V& t, const Params& p) {
+    if constexpr (PackEvents<Mo, V>) {
+      return Mo::template rebind<V>::event(q, qd, t, p.packed);
+    } else {
+      alignas(64) T g[W];
+      for (int l = 0; l < W; ++l) {
+        T ql[n], vl[n];
+        lane<n>(q, l, ql);
+        lane<n>(qd, l, vl);
+        g[l] = Mo::event(ql, vl, t[l], p.each[std::size_t(l)]);
+      }
+      return V(g, cpu::stdx::vector_aligned);
+    }
+  }
+
   static void nonideal(const V* q, const V* qd, const V& t, const Params& p, const V* Qc_ideal,
                        const V* lambda, const typename V::mask_type& active, V* C) {
     alignas(64) T bC[n * W];
@@ -202,123 +262,3 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
 };
 
 }  // namespace ukb::kernels
-
-namespace ukb::cpu {
-
-/// IntegrateBody for the W systems [W g, W g + W) of a batch in SIMD lanes:
-/// each lane is a kernels::SystemRun that decides, as the scalar body does,
-/// whether and how far to step; the RK4 steps of the lanes that step are
-/// taken together on packs (lanes that have stopped follow a stepping
-/// lane's state, and their results are dropped). A group that the batch
-/// does not fill is integrated by the scalar body.
-template <Model Mo>
-struct IntegrateLanes {
-  using T = typename Mo::Scalar;
-  static constexpr int W = lane_width<T>, n = Mo::n;
-  using V = Pack<T, W>;
-  using L = kernels::Lanes<V>;
-  BatchView<Mo> v;
-  kernels::RunSettings<T> s;
-
-  /// The number of groups of N systems.
-  static int groups(int N) { return (N + W - 1) / W; }
-
-  void operator()(int group) const {
-    const int i0 = group * W;
-    if (i0 + W > v.N) {
-      const kernels::IntegrateBody<Mo> scalar{v, s};
-      for (int i = i0; i < v.N; ++i) scalar(i);
-      return;
-    }
-    kernels::SystemRun<Mo> r[W];
-    bool loaded[W], live[W];
-    for (int l = 0; l < W; ++l) loaded[l] = live[l] = r[l].load(v, i0 + l, s);
-    typename kernels::ModelLanes<Mo, V>::Params P;
-    for (long k = 0; k < s.budget; ++k) {
-      int first = -1;
-      for (int l = 0; l < W; ++l) {
-        if (live[l]) live[l] = r[l].begin(s);
-        if (live[l] && first < 0) first = l;
-      }
-      if (first < 0) break;
-      // Gather: a lane that does not step takes the first stepping lane's
-      // system, so that the pack computes nothing out of the ordinary.
-      alignas(64) T bq[n * W], bqd[n * W], bt[W], bh[W];
-      bool checks[W], clean[W];
-      T g0[W];
-      for (int l = 0; l < W; ++l) {
-        const kernels::SystemRun<Mo>& x = r[live[l] ? l : first];
-        for (int j = 0; j < n; ++j) bq[j * W + l] = x.q[j], bqd[j * W + l] = x.qd[j];
-        bt[l] = x.t, bh[l] = x.h;
-        P.each[std::size_t(l)] = x.p;
-        checks[l] = live[l] && r[l].checks_event(s);
-        g0[l] = x.g;
-        clean[l] = true;
-      }
-      P.pack();
-      V q[n], qd[n], t(bt, stdx::element_aligned), h(bh, stdx::element_aligned);
-      for (int j = 0; j < n; ++j) {
-        q[j].copy_from(bq + j * W, stdx::element_aligned);
-        qd[j].copy_from(bqd + j * W, stdx::element_aligned);
-      }
-      // event_step's check of the stage states, lane by lane.
-      auto check = [&](const V* qs, const V* vs, const V& ts) {
-        if constexpr (HasEvents<Mo>) {
-          for (int l = 0; l < W; ++l) {
-            if (!checks[l]) continue;
-            T ql[n], vl[n];
-            for (int j = 0; j < n; ++j) ql[j] = qs[j][l], vl[j] = vs[j][l];
-            if (!kernels::same_side(Mo::event(ql, vl, T(ts[l]), P.each[std::size_t(l)]), g0[l]))
-              clean[l] = false;
-          }
-        } else {
-          (void)qs, (void)vs, (void)ts;
-        }
-      };
-      typename L::Int min_rank;
-      min_rank.fill(Mo::m);
-      typename L::Mask bad_rows(false);
-      const kernels::StageSettings<T, V> ss{s.rank_rtol, s.baumgarte, &min_rank, &bad_rows};
-      const typename L::LaneStatus st = kernels::rk4_step<Mo, V>(q, qd, t, h, P, ss, check);
-      for (int j = 0; j < n; ++j) {
-        q[j].copy_to(bq + j * W, stdx::element_aligned);
-        qd[j].copy_to(bqd + j * W, stdx::element_aligned);
-      }
-      t.copy_to(bt, stdx::element_aligned);
-      for (int l = 0; l < W; ++l) {
-        if (!live[l]) continue;
-        kernels::SystemRun<Mo>& x = r[l];
-        for (int j = 0; j < n; ++j) x.q[j] = bq[j * W + l], x.qd[j] = bqd[j * W + l];
-        x.t = bt[l];
-        if constexpr (HasEvents<Mo>) {
-          if (checks[l] && st[l] == Status::ok)  // event_step checks the end state too
-            if (!kernels::same_side(Mo::event(x.q, x.qd, x.t, x.p), g0[l])) clean[l] = false;
-        }
-        x.end(s, st[l], clean[l], min_rank[l], bad_rows[l]);
-      }
-    }
-    for (int l = 0; l < W; ++l)
-      if (loaded[l]) r[l].store(v, i0 + l, s);
-  }
-};
-
-/// Integrates every system of v in SIMD lanes, OpenMP over groups of W
-/// systems (`chunk` systems handed out at a time, rounded down to packs).
-/// Compiled once for the built-in models (src/cpu_lanes.cpp; engine.hpp
-/// declares those instantiations extern), where used for other models.
-template <Model Mo>
-void integrate_lanes(BatchView<Mo> v, const kernels::RunSettings<typename Mo::Scalar>& s, int threads,
-                     int chunk) {
-  using Body = IntegrateLanes<Mo>;
-  parallel_for(Body::groups(v.N), threads, chunk / Body::W > 1 ? chunk / Body::W : 1, Body{v, s});
-}
-
-}  // namespace ukb::cpu
-
-/// Declares (X = extern) or defines the instantiation of integrate_lanes
-/// for model Mo.
-#define UKB_LANES_INSTANTIATION(Mo)                                                       \
-  template void ukb::cpu::integrate_lanes<Mo>(::ukb::BatchView<Mo>,                     \
-                                              const ::ukb::kernels::RunSettings<typename Mo::Scalar>&, \
-                                              int, int);
-#define UKB_LANES_EXTERN(Mo) extern UKB_LANES_INSTANTIATION(Mo)

@@ -7,7 +7,7 @@
 /// system are masks (`Lanes<V>::Mask`), combined with `select`, `any` and
 /// `all`; per-system integers and statuses are `Lanes<V>::Int` and
 /// `Lanes<V>::LaneStatus`. For a scalar a mask is a bool, `select` is `?:`,
-/// and `if (!L::any(ok)) return` is the early return of scalar code, so a
+/// and `if (!Lane::any(ok)) return` is the early return of scalar code, so a
 /// scalar instantiation does the same operations as code written for one
 /// system. A pack computes every lane in lockstep and keeps a lane's result
 /// only where its mask says so: every lane's arithmetic is that of the
@@ -58,6 +58,30 @@ struct Lanes {
   UKB_HD static void first(int& r, bool m, int x) {
     if (m && r == 0) r = x;
   }
+
+  /// Lane l of a mask, an integer, a status.
+  UKB_HD static bool lane(bool m, int) { return m; }
+  UKB_HD static int lane(int r, int) { return r; }
+  UKB_HD static Status lane(Status s, int) { return s; }
+  /// Lane l of x.
+  UKB_HD static V lane(const V& x, int) { return x; }
+
+  /// x[k] <- the vectors src[l] side by side, k < K (src[l]: K values of lane l).
+  template <int K>
+  UKB_HD static void gather(V* x, const V* const* src) {
+    for (int k = 0; k < K; ++k) x[k] = src[0][k];
+  }
+  /// The vectors dst[l] <- lane l of x[k], k < K.
+  template <int K>
+  UKB_HD static void scatter(const V* x, V* const* dst) {
+    for (int k = 0; k < K; ++k) dst[0][k] = x[k];
+  }
+  /// One value per lane, side by side.
+  UKB_HD static V gather(const V* values) { return values[0]; }
+  /// The lanes of x into values.
+  UKB_HD static void scatter(const V& x, V* values) { values[0] = x; }
+  /// The mask of one boolean per lane.
+  UKB_HD static bool mask(const bool* b) { return b[0]; }
 };
 
 /// The mask type of V.

@@ -41,17 +41,17 @@ UKB_HD inline MaskOf<T> all_finite(const T* x) {
 /// that fails goes on with NaN until every lane has failed.
 template <int N, class T>
 UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag) {
-  using L = Lanes<T>;
+  using Lane = Lanes<T>;
   using std::sqrt;
-  typename L::Int info{};
+  typename Lane::Int info{};
   MaskOf<T> ok(true);
   for (int j = 0; j < N; ++j) {
     T d = A[j * N + j];
     for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
     const MaskOf<T> bad = !(d > T(0)) || !is_finite(d);
-    L::first(info, bad, j + 1);
+    Lane::first(info, bad, j + 1);
     ok = ok && !bad;
-    if (!L::any(ok)) return info;
+    if (!Lane::any(ok)) return info;
     const T ljj = sqrt(d), r = T(1) / ljj;
     A[j * N + j] = ljj;
     rdiag[j] = r;
@@ -116,7 +116,7 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
   }
 }
 
-/// Pseudo-inverse of a wide matrix B (M x N) for the Udwadia–Kalaba
+/// Pseudo-inverse of a wide matrix B (Rows x Cols, here M x N) for the Udwadia–Kalaba
 /// solve, with B^+ y and (B B^T)^+ y applied to vectors. Two routes:
 ///
 /// - **Gram–Cholesky (fast path).** G = B B^T = L L^T (M x M). Taken only
@@ -141,109 +141,109 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 ///
 /// Both routes decide the rank as the reference backend does (JacobiSVD
 /// with the same relative rule): the fast path only where rank M is certain.
-template <int M, int N, class T>
+template <int Rows, int Cols, class T>
 struct PseudoInverse {
-  using L = Lanes<T>;
+  using Lane = Lanes<T>;
   using Mask = MaskOf<T>;
-  T W[N * M];   // B^T V (Jacobi) or B^T (Gram), N x M, row-major
-  T V[M * M];   // orthogonal V (Jacobi) or L with G = L L^T (Gram), row-major
-  T inv_s2[M];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
-  typename L::Int rank{};
+  T W[Cols * Rows];     // B^T V (Jacobi) or B^T (Gram), Cols x Rows, row-major
+  T Vrot[Rows * Rows];  // the rotations V (Jacobi) or L with G = L L^T (Gram), row-major
+  T inv_s2[Rows];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
+  typename Lane::Int rank{};
   int sweeps = 0;     // Jacobi sweeps used (the most of any lane that took Jacobi, or of
                       // any lane at all where some took Gram); 40 (max_sweeps): not converged
   Mask gram{false};   // true: the Gram–Cholesky route was taken (per lane)
 
   /// Largest certified condition bound of G for the Gram route, about
   /// eps^{-1/3}: 1.6e5 in double, 200 in float.
-  UKB_HD static constexpr typename L::Scalar gram_kappa_max() {
-    using S = typename L::Scalar;
+  UKB_HD static constexpr typename Lane::Scalar gram_kappa_max() {
+    using S = typename Lane::Scalar;
     return sizeof(S) >= 8 ? S(1.6e5) : S(200);
   }
 
-  /// Factorises B (M x N, row-major) with relative rank tolerance rtol;
+  /// Factorises B (Rows x Cols, row-major) with relative rank tolerance rtol;
   /// `allow_gram` = false forces the Jacobi route (studies, tests). In a
   /// pack, each lane takes its own route: the lanes that the Gram route
   /// cannot certify are factorised by Jacobi on copies and merged.
   UKB_HD void factor(const T* B, T rtol, bool allow_gram = true) {
-    for (int k = 0; k < N; ++k)
-      for (int i = 0; i < M; ++i) W[k * M + i] = B[i * N + k];
+    for (int k = 0; k < Cols; ++k)
+      for (int i = 0; i < Rows; ++i) W[k * Rows + i] = B[i * Cols + k];
     sweeps = 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
     gram = Mask(false);
-    if (allow_gram && M > 1) gram = try_gram(rtol);
-    if (L::all(gram)) {
-      rank = typename L::Int{};
-      for (int i = 0; i < M; ++i) L::count(rank, gram);
+    if (allow_gram && Rows > 1) gram = try_gram(rtol);
+    if (Lane::all(gram)) {
+      rank = typename Lane::Int{};
+      for (int i = 0; i < Rows; ++i) Lane::count(rank, gram);
       return;
     }
-    if constexpr (L::width > 1) {
-      if (L::any(gram)) {  // some lanes certified: Jacobi for the others on copies
-        T Wj[N * M], Vj[M * M], sj[M];
-        for (int k = 0; k < N * M; ++k) Wj[k] = W[k];
+    if constexpr (Lane::width > 1) {
+      if (Lane::any(gram)) {  // some lanes certified: Jacobi for the others on copies
+        T Wj[Cols * Rows], Vj[Rows * Rows], sj[Rows];
+        for (int k = 0; k < Cols * Rows; ++k) Wj[k] = W[k];
         sweeps = jacobi(Wj, Vj, sj, rtol, rank);
-        for (int k = 0; k < N * M; ++k) W[k] = L::select(gram, W[k], Wj[k]);
-        for (int k = 0; k < M * M; ++k) V[k] = L::select(gram, V[k], Vj[k]);
-        for (int i = 0; i < M; ++i) inv_s2[i] = L::select(gram, inv_s2[i], sj[i]);
-        for (int l = 0; l < L::width; ++l) rank[l] = gram[l] ? M : rank[l];
+        for (int k = 0; k < Cols * Rows; ++k) W[k] = Lane::select(gram, W[k], Wj[k]);
+        for (int k = 0; k < Rows * Rows; ++k) Vrot[k] = Lane::select(gram, Vrot[k], Vj[k]);
+        for (int i = 0; i < Rows; ++i) inv_s2[i] = Lane::select(gram, inv_s2[i], sj[i]);
+        for (int l = 0; l < Lane::width; ++l) rank[l] = gram[l] ? Rows : rank[l];
         return;
       }
     }
-    sweeps = jacobi(W, V, inv_s2, rtol, rank);
+    sweeps = jacobi(W, Vrot, inv_s2, rtol, rank);
   }
 
-  /// x <- B^+ y  (y: M, x: N).
+  /// x <- B^+ y  (y: Rows, x: Cols).
   UKB_HD void apply(const T* y, T* x) const {
-    T z[M];
+    T z[Rows];
     coefficients(y, z);
-    for (int k = 0; k < N; ++k) {
+    for (int k = 0; k < Cols; ++k) {
       T s = T(0);
-      for (int i = 0; i < M; ++i) s += W[k * M + i] * z[i];
+      for (int i = 0; i < Rows; ++i) s += W[k * Rows + i] * z[i];
       x[k] = s;
     }
   }
 
-  /// x <- (B B^T)^+ y  (y, x: M).
+  /// x <- (B B^T)^+ y  (y, x: Rows).
   UKB_HD void apply_gram(const T* y, T* x) const {
-    T z[M];
+    T z[Rows];
     coefficients(y, z);
-    if (L::all(gram)) {
-      for (int i = 0; i < M; ++i) x[i] = z[i];  // G^{-1} y
+    if (Lane::all(gram)) {
+      for (int i = 0; i < Rows; ++i) x[i] = z[i];  // G^{-1} y
       return;
     }
-    for (int k = 0; k < M; ++k) {
+    for (int k = 0; k < Rows; ++k) {
       T s = T(0);
-      for (int i = 0; i < M; ++i) s += V[k * M + i] * z[i];
-      x[k] = L::select(gram, z[k], s);
+      for (int i = 0; i < Rows; ++i) s += Vrot[k * Rows + i] * z[i];
+      x[k] = Lane::select(gram, z[k], s);
     }
   }
 
  private:
-  // G = W^T W into V, its Cholesky factor, and the certificate (per lane).
+  // G = W^T W into Vrot, its Cholesky factor, and the certificate (per lane).
   UKB_HD Mask try_gram(T rtol) {
-    T* G = V;
+    T* G = Vrot;
     T trace = T(0);
-    for (int i = 0; i < M; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       for (int j = 0; j <= i; ++j) {
         T s = T(0);
-        for (int k = 0; k < N; ++k) s += W[k * M + i] * W[k * M + j];
-        G[i * M + j] = s;
+        for (int k = 0; k < Cols; ++k) s += W[k * Rows + i] * W[k * Rows + j];
+        G[i * Rows + j] = s;
       }
       // The upper triangle is not used, but a pack that mixes routes
       // selects whole matrices: it must not read indeterminate values.
-      for (int j = i + 1; j < M; ++j) G[i * M + j] = T(0);
-      trace += G[i * M + i];
+      for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = T(0);
+      trace += G[i * Rows + i];
     }
     // inv_s2: 1 / L_ii in Gram mode.
-    const Mask factored = L::is_zero(cholesky<M>(G, inv_s2));
-    if (!L::any(factored)) return factored;
+    const Mask factored = Lane::is_zero(cholesky<Rows>(G, inv_s2));
+    if (!Lane::any(factored)) return factored;
     // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
     T frob = T(0);
-    for (int j = 0; j < M; ++j) {
-      T x[M];
-      for (int i = 0; i < M; ++i) x[i] = i == j ? T(1) : T(0);
-      for (int i = j; i < M; ++i) {
+    for (int j = 0; j < Rows; ++j) {
+      T x[Rows];
+      for (int i = 0; i < Rows; ++i) x[i] = i == j ? T(1) : T(0);
+      for (int i = j; i < Rows; ++i) {
         T s = x[i];
-        for (int k = j; k < i; ++k) s -= G[i * M + k] * x[k];
+        for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
         x[i] = s * inv_s2[i];
         frob += x[i] * x[i];
       }
@@ -251,94 +251,94 @@ struct PseudoInverse {
     const T bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
     // Rank cut: s_min > rtol s_max with a margin of 100 (in s^2: 1e4).
     return factored && is_finite(bound) && bound <= T(gram_kappa_max()) &&
-           bound * rtol * rtol < T(typename L::Scalar(1e-4));
+           bound * rtol * rtol < T(typename Lane::Scalar(1e-4));
   }
 
   // Gram: z = G^{-1} y.
   UKB_HD void gram_coefficients(const T* y, T* z) const {
-    for (int i = 0; i < M; ++i) z[i] = y[i];
-    solve_lower<M>(V, inv_s2, z);
-    solve_lower_transpose<M>(V, inv_s2, z);
+    for (int i = 0; i < Rows; ++i) z[i] = y[i];
+    solve_lower<Rows>(Vrot, inv_s2, z);
+    solve_lower_transpose<Rows>(Vrot, inv_s2, z);
   }
 
   // Jacobi: z = S^{-2} V^T y.
   UKB_HD void jacobi_coefficients(const T* y, T* z) const {
-    for (int i = 0; i < M; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       T s = T(0);
-      for (int k = 0; k < M; ++k) s += V[k * M + i] * y[k];
+      for (int k = 0; k < Rows; ++k) s += Vrot[k * Rows + i] * y[k];
       z[i] = s * inv_s2[i];
     }
   }
 
   // The coefficients z of x = W z, each lane by its route.
   UKB_HD void coefficients(const T* y, T* z) const {
-    if (L::all(gram)) return gram_coefficients(y, z);
+    if (Lane::all(gram)) return gram_coefficients(y, z);
     jacobi_coefficients(y, z);
-    if (!L::any(gram)) return;
-    T zg[M];
+    if (!Lane::any(gram)) return;
+    T zg[Rows];
     gram_coefficients(y, zg);
-    for (int i = 0; i < M; ++i) z[i] = L::select(gram, zg[i], z[i]);
+    for (int i = 0; i < Rows; ++i) z[i] = Lane::select(gram, zg[i], z[i]);
   }
 
-  // One-sided Jacobi on W (N x M): V (M x M) the rotations, s (M) 1 / s_i^2
+  // One-sided Jacobi on W (Cols x Rows): rot (Rows x Rows) the rotations V, inv (Rows) 1 / s_i^2
   // or 0 for a dropped singular value, rank the kept ones; returns the
   // sweeps. A lane whose pair needs no rotation keeps its columns as they
   // are (select), so every lane rotates exactly as a scalar would.
-  UKB_HD static int jacobi(T* W, T* V, T* inv, T rtol, typename L::Int& rank) {
+  UKB_HD static int jacobi(T* W, T* rot, T* inv, T rtol, typename Lane::Int& rank) {
     using std::abs;
     using std::sqrt;
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < M; ++j) V[i * M + j] = i == j ? T(1) : T(0);
-    // Columns count as orthogonal when |cos angle| <= sqrt(N) eps, the
-    // rounding level of a length-N dot product (as LAPACK's dgesvj).
-    using S = typename L::Scalar;
-    const T tol = T(sqrt(S(N)) * std::numeric_limits<S>::epsilon());
+    for (int i = 0; i < Rows; ++i)
+      for (int j = 0; j < Rows; ++j) rot[i * Rows + j] = i == j ? T(1) : T(0);
+    // Columns count as orthogonal when |cos angle| <= sqrt(Cols) eps, the
+    // rounding level of a length-Cols dot product (as LAPACK's dgesvj).
+    using S = typename Lane::Scalar;
+    const T tol = T(sqrt(S(Cols)) * std::numeric_limits<S>::epsilon());
     constexpr int max_sweeps = 40;
-    bool rotated = M > 1;
+    bool rotated = Rows > 1;
     int sweeps = 0;
     for (; rotated && sweeps < max_sweeps; ++sweeps) {
       rotated = false;
-      for (int p = 0; p < M - 1; ++p) {
-        for (int q = p + 1; q < M; ++q) {
+      for (int p = 0; p < Rows - 1; ++p) {
+        for (int q = p + 1; q < Rows; ++q) {
           T alpha = T(0), beta = T(0), gamma = T(0);
-          for (int k = 0; k < N; ++k) {
-            alpha += W[k * M + p] * W[k * M + p];
-            beta += W[k * M + q] * W[k * M + q];
-            gamma += W[k * M + p] * W[k * M + q];
+          for (int k = 0; k < Cols; ++k) {
+            alpha += W[k * Rows + p] * W[k * Rows + p];
+            beta += W[k * Rows + q] * W[k * Rows + q];
+            gamma += W[k * Rows + p] * W[k * Rows + q];
           }
-          const Mask rot = abs(gamma) > tol * (sqrt(alpha) * sqrt(beta));
-          if (!L::any(rot)) continue;
+          const Mask turn = abs(gamma) > tol * (sqrt(alpha) * sqrt(beta));
+          if (!Lane::any(turn)) continue;
           rotated = true;
           // Rotation that zeroes the (p, q) entry of W^T W.
           const T zeta = (beta - alpha) / (T(2) * gamma);
-          const T t = L::select(zeta >= T(0), T(1), T(-1)) / (abs(zeta) + sqrt(T(1) + zeta * zeta));
+          const T t = Lane::select(zeta >= T(0), T(1), T(-1)) / (abs(zeta) + sqrt(T(1) + zeta * zeta));
           const T c = T(1) / sqrt(T(1) + t * t), s = c * t;
-          for (int k = 0; k < N; ++k) {
-            const T wp = W[k * M + p], wq = W[k * M + q];
-            W[k * M + p] = L::select(rot, c * wp - s * wq, wp);
-            W[k * M + q] = L::select(rot, s * wp + c * wq, wq);
+          for (int k = 0; k < Cols; ++k) {
+            const T wp = W[k * Rows + p], wq = W[k * Rows + q];
+            W[k * Rows + p] = Lane::select(turn, c * wp - s * wq, wp);
+            W[k * Rows + q] = Lane::select(turn, s * wp + c * wq, wq);
           }
-          for (int k = 0; k < M; ++k) {
-            const T vp = V[k * M + p], vq = V[k * M + q];
-            V[k * M + p] = L::select(rot, c * vp - s * vq, vp);
-            V[k * M + q] = L::select(rot, s * vp + c * vq, vq);
+          for (int k = 0; k < Rows; ++k) {
+            const T vp = rot[k * Rows + p], vq = rot[k * Rows + q];
+            rot[k * Rows + p] = Lane::select(turn, c * vp - s * vq, vp);
+            rot[k * Rows + q] = Lane::select(turn, s * vp + c * vq, vq);
           }
         }
       }
     }
-    T s2[M];
+    T s2[Rows];
     T s2_max = T(0);
-    for (int i = 0; i < M; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       s2[i] = T(0);
-      for (int k = 0; k < N; ++k) s2[i] += W[k * M + i] * W[k * M + i];
-      s2_max = L::select(s2[i] > s2_max, s2[i], s2_max);
+      for (int k = 0; k < Cols; ++k) s2[i] += W[k * Rows + i] * W[k * Rows + i];
+      s2_max = Lane::select(s2[i] > s2_max, s2[i], s2_max);
     }
-    rank = typename L::Int{};
+    rank = typename Lane::Int{};
     const T cut = rtol * rtol * s2_max;  // s_i > rtol s_max  <=>  s_i^2 > rtol^2 s_max^2
-    for (int i = 0; i < M; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       const Mask keep = s2[i] > cut && s2[i] > T(0);
-      inv[i] = L::select(keep, T(1) / s2[i], T(0));
-      L::count(rank, keep);
+      inv[i] = Lane::select(keep, T(1) / s2[i], T(0));
+      Lane::count(rank, keep);
     }
     return sweeps;
   }

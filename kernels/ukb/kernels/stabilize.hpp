@@ -7,17 +7,10 @@
 #include "ukb/config.hpp"
 #include "ukb/kernels/linalg.hpp"
 #include "ukb/model.hpp"
+#include "ukb/settings.hpp"
 #include "ukb/status.hpp"
 
 namespace ukb::kernels {
-
-/// Projection after every step (off when `on` is false).
-template <class T>
-struct Projection {
-  bool on = false;
-  T tol{};           ///< relative: stop when |dx|_inf <= tol |x|_inf (x = q or q')
-  int max_iter = 0;  ///< Gauss–Newton iterations at most, per level (>= 1)
-};
 
 /// Largest absolute entry of x (K).
 template <int K, class T>

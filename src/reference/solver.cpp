@@ -1,12 +1,12 @@
 // The reference backend: plain dynamic-size Eigen, written for clarity. It is
 // the oracle of the test suite, so it avoids every shortcut the fast kernels
 // take: a full Jacobi SVD of B, explicit pseudo-inverse, no fixed sizes.
-#include "ukb/reference.hpp"
+#include "ukb/reference/solver.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "ukb/kernels/uk.hpp"  // consistency_rtol: a definition, shared on purpose
+#include "ukb/policy.hpp"
 
 namespace ukb::reference {
 namespace {
@@ -99,7 +99,7 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
 
 bool is_inconsistent(const MatrixXd& A, const VectorXd& b, const VectorXd& a, double residual) {
   const double scale = (b.cwiseAbs() + (A * a.asDiagonal()).cwiseAbs().rowwise().sum()).maxCoeff();
-  return scale > 0 && residual > kernels::consistency_rtol<double>() * scale;
+  return scale > 0 && residual > policy::consistency_rtol<double>() * scale;
 }
 
 Status rk4_step(const AccelFn& f, State& s, double dt) {

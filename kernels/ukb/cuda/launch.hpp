@@ -1,12 +1,13 @@
 /// @file launch.hpp
-/// @brief The indexing of a one-thread-per-system launch, shared by the CUDA
-///        kernel and its CPU emulation, so that the emulation executes the
-///        same index arithmetic and tail guard as the GPU.
+/// @brief The indexing of a one-thread-per-system launch of the CUDA
+///        backend, shared by the CUDA kernel and its CPU emulation, so that
+///        the emulation executes the same index arithmetic and tail guard as
+///        the GPU.
 #pragma once
 
 #include "ukb/config.hpp"
 
-namespace ukb::kernels {
+namespace ukb::cuda {
 
 /// Grid of `grid` blocks of `block` threads covering N systems.
 struct LaunchConfig {
@@ -35,4 +36,4 @@ inline void emulate_launch(LaunchConfig c, int N, const Body& body) {
     for (int t = 0; t < c.block; ++t) kernel_thread(b, c.block, t, N, body);
 }
 
-}  // namespace ukb::kernels
+}  // namespace ukb::cuda

@@ -1,0 +1,67 @@
+/// @file policy.hpp
+/// @brief The numerical policy of ukb: every tolerance, default and cap that
+///        decides a result, in one place, shared by the per-system kernels,
+///        the reference backend (the oracle) and the host side.
+///
+/// The oracle reads its rules from here rather than from the kernels it
+/// checks: the two implementations share the *rules* (when a rank counts,
+/// when constraints count as inconsistent, when a run has reached its end
+/// time), not the code that applies them.
+#pragma once
+
+#include "ukb/config.hpp"
+
+namespace ukb::policy {
+
+/// Default relative rank tolerance of the pseudo-inverse of B: singular
+/// values at or below this times the largest count as zero. 1e-10 in
+/// double (round-off in redundant rows leaves ~1e-16; constraint sets
+/// conditioned better than 1e10 keep their rank), 1e-5 in float (where the
+/// round-off of dependent rows reaches ~1e-7).
+template <class T>
+UKB_HD constexpr T default_rank_rtol() {
+  return sizeof(T) >= 8 ? T(1e-10) : T(1e-5);
+}
+
+/// Relative tolerance of the consistency check of the constraints:
+/// sqrt(epsilon) of T (1.5e-8 in double, 3.5e-4 in float). An evaluation is
+/// *inconsistent* where max_i |(A q'' - b)_i| exceeds this times the scale
+/// max_i (|b_i| + sum_k |A_ik a_k|) of the right-hand side r = b - A a, a =
+/// M^{-1} Q (and that scale is not 0: then r = 0, which every A meets): no
+/// acceleration meets every row, and q'' is the least-squares compromise.
+/// Round-off, even with cond(B) ~ 1e7, stays well below it.
+template <class T>
+UKB_HD constexpr T consistency_rtol() {
+  return sizeof(T) >= 8 ? T(1.4901161193847656e-8) : T(3.4526698e-4);
+}
+
+/// Slack of the end time, relative to dt: a system whose time is within
+/// dt * end_slack of t_end has reached it (no step of that size is taken),
+/// and a remaining interval below dt * (1 + end_slack) is covered by one
+/// shortened step that lands on t_end exactly.
+inline constexpr double end_slack = 1e-9;
+
+/// Most bisections of an event location (the bracket halves each time, so
+/// 200 reach the resolution of any floating-point type long before).
+inline constexpr int max_bisections = 200;
+
+/// Default width (time units) to which an event instant is bracketed.
+inline constexpr double default_event_tol = 1e-10;
+
+/// Default Baumgarte rate alpha = beta = gamma, in 1/time units (a drift is
+/// critically damped in about 0.1 time units: 0.1 s for the built-in
+/// models, which are in SI units). A fixed rate keeps RK4's fourth order: a
+/// rate tied to dt would make the stabilised equation change with dt.
+inline constexpr double default_baumgarte_rate = 10.0;
+
+/// Default relative tolerance of the projection onto the constraint
+/// manifold: 1e-10 in double, 1e-5 in float.
+template <class T>
+constexpr double default_projection_tol() {
+  return sizeof(T) >= 8 ? 1e-10 : 1e-5;
+}
+
+/// Default number of Gauss–Newton corrections per level of the projection.
+inline constexpr int default_projection_iters = 4;
+
+}  // namespace ukb::policy

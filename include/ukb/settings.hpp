@@ -1,0 +1,89 @@
+/// @file settings.hpp
+/// @brief What a backend receives: the settings of one evaluation or
+///        integration call, resolved from the user's options (options.hpp)
+///        with every default filled in, in the model's scalar type. Plain
+///        structs usable in device code; shared by every backend, the
+///        reference included.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "ukb/config.hpp"
+#include "ukb/policy.hpp"
+#include "ukb/status.hpp"
+
+namespace ukb {
+
+/// Baumgarte stabilisation of the constraint rows (DESIGN.md section 1 with
+/// a corrected right-hand side): with the rows' constraints of the model
+/// (`constraint_rows`),
+///     b_i <- b_i - 2 alpha phi_i' - beta^2 phi_i   (holonomic rows),
+///     b_i <- b_i - gamma psi_i                      (nonholonomic rows),
+/// so that a drifted constraint obeys phi'' + 2 alpha phi' + beta^2 phi = 0
+/// (psi' + gamma psi = 0) instead of phi'' = 0. alpha, beta and gamma are
+/// rates (1/time); alpha = beta is critical damping.
+template <class T>
+struct Baumgarte {
+  bool on = false;  ///< off: b is used as the model gives it
+  T alpha{};        ///< damping rate of holonomic rows (1/time, >= 0)
+  T beta{};         ///< stiffness rate of holonomic rows (1/time, >= 0)
+  T gamma{};        ///< decay rate of nonholonomic rows (1/time, >= 0)
+};
+
+/// The fastest rate of a Baumgarte-stabilised drift: its equation
+/// phi'' + 2 alpha phi' + beta^2 phi = 0 has roots of size at most
+/// max(2 alpha, beta); psi' + gamma psi = 0 decays at gamma.
+template <class T>
+UKB_HD constexpr T fastest_rate(const Baumgarte<T>& b) {
+  const T x = T(2) * b.alpha > b.beta ? T(2) * b.alpha : b.beta;
+  return x > b.gamma ? x : b.gamma;
+}
+
+/// Projection onto the constraint manifold after every step (off when `on`
+/// is false).
+template <class T>
+struct Projection {
+  bool on = false;
+  T tol{};           ///< relative: stop when |dx|_inf <= tol |x|_inf (x = q or q')
+  int max_iter = 0;  ///< Gauss–Newton iterations at most, per level (>= 1)
+};
+
+/// How every evaluation is done.
+template <class T>
+struct EvalSettings {
+  T rank_rtol = policy::default_rank_rtol<T>();  ///< relative rank tolerance of B^+
+  Baumgarte<T> baumgarte{};                      ///< Baumgarte-corrected b (off by default)
+};
+
+/// What one integration call does for every system (kernels/ukb/kernels/run.hpp).
+template <class T>
+struct RunSettings {
+  T dt{};               ///< step size (> 0)
+  T t_end{};            ///< end time; +infinity for none
+  long max_steps = 0;   ///< limit on the accepted steps since set_state
+  long budget = 0;      ///< at most this many steps per system in this call
+  T event_tol{};        ///< events: width of the final time bracket (> 0)
+  T rank_rtol{};        ///< relative rank tolerance of the pseudo-inverse
+  bool events = false;  ///< locate events and call the model's handler
+  bool monitor = false; ///< track the model's constraint residuals
+  Baumgarte<T> baumgarte{};    ///< Baumgarte stabilisation in every evaluation
+  Projection<T> projection{};  ///< projection onto the manifold after every step
+  /// A step after which a constraint residual (the model's `residual`, either
+  /// level) exceeds this, or is NaN, fails with failed_residual; +infinity:
+  /// no limit.
+  T residual_limit = std::numeric_limits<T>::infinity();
+
+  /// The settings of every evaluation of a step.
+  UKB_HD EvalSettings<T> eval() const { return {rank_rtol, baumgarte}; }
+};
+
+/// True while a system still has work: status ok, end time not reached
+/// (within dt * policy::end_slack) and fewer than max_steps steps taken.
+template <class T>
+UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps, const RunSettings<T>& s) {
+  return status == static_cast<std::int32_t>(Status::ok) && s.t_end - t > s.dt * T(policy::end_slack) &&
+         steps < s.max_steps;
+}
+
+}  // namespace ukb

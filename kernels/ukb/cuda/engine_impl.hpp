@@ -1,0 +1,162 @@
+/// @file engine_impl.hpp
+/// @brief Host logic of the CUDA backend, written against Thrust: device
+///        memory (RAII thrust::device_vector, one per field of the table),
+///        upload, launch, download, reductions.
+///
+/// This file is compiled twice: by nvcc through backend.cuh, where
+/// UKB_LAUNCH is a real <<<grid, block>>> launch, and by g++ against
+/// Thrust's CPP backend in tests/test_cuda_emulation.cpp, where UKB_LAUNCH
+/// runs every thread of the same launch on the CPU (launch.hpp). So
+/// everything but the `<<<>>>` itself is executed in CI, where there is no
+/// GPU.
+///
+/// The includer defines UKB_LAUNCH(config, N, body) before including, and may
+/// define UKB_CUDA_IMPL_NS (default cuda_impl) so that the g++ build of this
+/// file does not share symbol names with the nvcc build in libukb.
+#pragma once
+
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+
+#include "ukb/backend.hpp"
+#include "ukb/batch.hpp"
+#include "ukb/cuda/launch.hpp"
+#include "ukb/kernels/run.hpp"
+
+#ifndef UKB_CUDA_IMPL_NS
+#define UKB_CUDA_IMPL_NS cuda_impl
+#endif
+
+namespace ukb::UKB_CUDA_IMPL_NS {
+
+/// A batch in device memory: one device vector per field of the table
+/// (fields.hpp); the outputs of `evaluate` only when asked for.
+template <Model Mo>
+struct DeviceBatch {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  int N;
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  thrust::device_vector<UKB_FIELD_TYPE(type, T)> name;
+  UKB_FIELDS(UKB_X)
+#undef UKB_X
+
+  DeviceBatch(int systems, bool outputs) : N(systems) {
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  if (outputs || !UKB_FIELD_IS(role, output)) name.resize(std::size_t(rows) * std::size_t(N));
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+  }
+
+  /// Device pointers (the outputs null where not allocated).
+  BatchView<Mo> view() {
+    BatchView<Mo> v;
+    v.N = N;
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  v.name = name.empty() ? nullptr : thrust::raw_pointer_cast(name.data());
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+    return v;
+  }
+
+  /// Every field of host but the outputs of `evaluate`, to the device.
+  void upload(const BatchView<Mo>& h) {
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  if (!UKB_FIELD_IS(role, output)) thrust::copy(h.name, h.name + std::size_t(rows) * std::size_t(N), name.begin());
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+  }
+
+  /// The state and the run monitors, to the host (after an integration).
+  void download_run(const BatchView<Mo>& h) const {
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  if (UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor)) thrust::copy(name.begin(), name.end(), h.name);
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+  }
+
+  /// The outputs of `evaluate` and the status, to the host.
+  void download_outputs(const BatchView<Mo>& h) const {
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  if (UKB_FIELD_IS(role, output)) thrust::copy(name.begin(), name.end(), h.name);
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+    thrust::copy(status.begin(), status.end(), h.status);
+  }
+};
+
+/// Per system: (1, 0) while active, (0, 1) when failed, else (0, 0).
+template <class T>
+struct TallyOf {
+  const std::int32_t* status;
+  const T* t;
+  const std::int64_t* steps;
+  RunSettings<T> s;
+  UKB_HD thrust::pair<long, long> operator()(int i) const {
+    return {run_active(status[i], t[i], steps[i], s) ? 1L : 0L, is_failure(static_cast<Status>(status[i])) ? 1L : 0L};
+  }
+};
+struct AddPairs {
+  UKB_HD thrust::pair<long, long> operator()(const thrust::pair<long, long>& a,
+                                             const thrust::pair<long, long>& b) const {
+    return {a.first + b.first, a.second + b.second};
+  }
+};
+
+/// A batch that stays in device memory across calls.
+template <Model Mo>
+class Mirror final : public backends::cuda::DeviceMirror<Mo> {
+ public:
+  using T = typename Mo::Scalar;
+  explicit Mirror(int N) : d_(N, false) {}
+  void upload(const BatchView<Mo>& host) override { d_.upload(host); }
+  void download(const BatchView<Mo>& host) const override { d_.download_run(host); }
+  void integrate(const RunSettings<T>& s, const EngineOptions& o) override {
+    const kernels::IntegrateBody<Mo> body{d_.view(), s};
+    UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+  }
+  Tally tally(const RunSettings<T>& s) const override {
+    DeviceBatch<Mo>& d = const_cast<DeviceBatch<Mo>&>(d_);
+    const BatchView<Mo> v = d.view();
+    const thrust::pair<long, long> c = thrust::transform_reduce(
+        thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(d_.N),
+        TallyOf<T>{v.status, v.t, v.steps, s}, thrust::pair<long, long>(0, 0), AddPairs{});
+    return {c.first, c.second};
+  }
+
+ private:
+  DeviceBatch<Mo> d_;
+};
+
+/// Evaluates every system of a host batch (upload, one thread per system,
+/// download of the outputs and statuses).
+template <Model Mo>
+void evaluate(const BatchView<Mo>& host, const EvalSettings<typename Mo::Scalar>& s, const EngineOptions& o) {
+  if (!host.qdd || !host.Qc_ideal || !host.Qc_nonideal || !host.lambda || !host.rank)
+    throw std::invalid_argument("ukb: evaluate needs the batch's outputs (Batch::allocate_outputs)");
+  DeviceBatch<Mo> d(host.N, true);
+  d.upload(host);
+  const kernels::EvaluateBody<Mo> body{d.view(), s};
+  UKB_LAUNCH(::ukb::cuda::launch_config(host.N, o.cuda_block), host.N, body);
+  d.download_outputs(host);
+}
+
+/// Integrates every system of a host batch (upload, one thread per system,
+/// download of the state and run monitors).
+template <Model Mo>
+void integrate(const BatchView<Mo>& host, const RunSettings<typename Mo::Scalar>& s, const EngineOptions& o) {
+  Mirror<Mo> d(host.N);
+  d.upload(host);
+  d.integrate(s, o);
+  d.download(host);
+}
+
+}  // namespace ukb::UKB_CUDA_IMPL_NS

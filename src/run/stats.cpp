@@ -1,0 +1,96 @@
+// Statistics of `ukb run`: see stats.hpp.
+#include "stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+
+#include "ukb/status.hpp"
+
+namespace ukb::run {
+namespace {
+
+nlohmann::json jnum(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins) {
+  std::vector<double> v;
+  v.reserve(rows.size());
+  for (std::size_t r : rows)
+    if (std::isfinite(all[r])) v.push_back(all[r]);
+  nlohmann::json j;
+  j["count"] = v.size();
+  if (v.empty()) return j;
+  double sum = 0;
+  for (double x : v) sum += x;
+  const double mean = sum / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  j["mean"] = mean;
+  j["std"] = v.size() > 1 ? jnum(std::sqrt(ss / static_cast<double>(v.size() - 1))) : nlohmann::json(nullptr);
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  j["min"] = s.front();
+  j["max"] = s.back();
+  // Quantiles by linear interpolation between order statistics (numpy's default).
+  for (double p : {1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0}) {
+    const double h = (static_cast<double>(s.size()) - 1) * p / 100;
+    const std::size_t k = static_cast<std::size_t>(std::floor(h));
+    const double q = k + 1 < s.size() ? s[k] + (h - static_cast<double>(k)) * (s[k + 1] - s[k]) : s[k];
+    char key[8];
+    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
+    j["quantiles"][key] = q;
+  }
+  // Histogram: `bins` equal bins over [min, max], the last one closed.
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(bins), 0);
+  const double lo = s.front(), hi = s.back(), w = (hi - lo) / bins;
+  for (double x : v) {
+    std::size_t b = w > 0 ? static_cast<std::size_t>((x - lo) / w) : 0;
+    counts[std::min<std::size_t>(b, counts.size() - 1)]++;
+  }
+  std::vector<double> edges(static_cast<std::size_t>(bins) + 1);
+  for (int b = 0; b <= bins; ++b) edges[static_cast<std::size_t>(b)] = b == bins ? hi : lo + w * b;
+  j["histogram"] = {{"edges", edges}, {"counts", counts}};
+  return j;
+}
+
+
+nlohmann::json summary(const Config& c, const Table& t, Outcome& result) {
+  std::map<std::int32_t, std::vector<std::size_t>> by_status;
+  std::vector<std::size_t> ok_rows;
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    by_status[t.status[r]].push_back(r);
+    const Status s = static_cast<Status>(t.status[r]);
+    if (s == Status::ok || s == Status::at_rest) ok_rows.push_back(r);
+  }
+  nlohmann::json sum;
+  sum["samples"] = c.samples;
+  sum["status_counts"] = nlohmann::json::object();
+  for (const auto& [s, rows] : by_status) {
+    sum["status_counts"][status_name(static_cast<Status>(s))] = rows.size();
+    result.status_counts[status_name(static_cast<Status>(s))] = static_cast<long>(rows.size());
+  }
+  sum["statistics"] =
+      "over the finite values of each observable; 'successful' takes the samples whose status is "
+      "finished or at_rest, 'by_status' each status on its own (failed samples report their last "
+      "good state); std has the n - 1 denominator; quantiles interpolate linearly between order "
+      "statistics; histograms have equal bins over [min, max]";
+  for (const Column& col : t.cols) {
+    if (col.name == "sample" || col.input) continue;
+    std::vector<double> v = col.d;
+    if (col.integer) v.assign(col.i.begin(), col.i.end());
+    nlohmann::json& o = sum["observables"][col.name];
+    o["successful"] = stats(v, ok_rows, c.histogram_bins);
+    bool headline = col.name == "t_stop";
+    for (const std::string& nm : c.model->initial_names) headline = headline || col.name == nm + "_final";
+    if (headline && o["successful"].contains("quantiles"))
+      result.medians.emplace_back(col.name, o["successful"]["quantiles"]["p50"].get<double>());
+    for (const auto& [s, rows] : by_status) o["by_status"][status_name(static_cast<Status>(s))] = stats(v, rows, c.histogram_bins);
+  }
+  return sum;
+}
+
+}  // namespace ukb::run

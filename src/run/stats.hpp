@@ -1,0 +1,22 @@
+// The statistics of `ukb run` (internal to the ukb_run library): per
+// observable over a subset of the samples, and summary.json.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "table.hpp"
+#include "ukb/run.hpp"
+
+namespace ukb::run {
+
+// Statistics of the finite values of one column over a subset of samples,
+// accumulated in sample order (so they are reproducible).
+nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins);
+
+/// summary.json of a finished table: the counts per status and the
+/// statistics of every observable; fills result's status counts and medians.
+nlohmann::json summary(const Config& c, const Table& t, Outcome& result);
+
+}  // namespace ukb::run

@@ -1,0 +1,71 @@
+// The results table of `ukb run` (internal to the ukb_run library): one row
+// per sample, its columns derived from the config, the model and the table
+// of per-system fields (include/ukb/fields.hpp), so that the results files
+// and the checkpoint follow the fields without a list of their own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ukb/fields.hpp"
+#include "ukb/registry.hpp"
+#include "ukb/run.hpp"
+
+namespace ukb::run {
+
+/// One column of the results table, in sample order.
+struct Column {
+  std::string name;
+  bool integer = false;
+  bool input = false;
+  std::vector<double> d;        ///< values of a double column
+  std::vector<std::int64_t> i;  ///< values of an integer column
+};
+
+/// The results table: `sample`, the varying inputs, `status`, the final
+/// state and natural quantities, the run monitors of the field table with a
+/// results column, and the energies. The input columns are filled for every
+/// sample before the run (the inputs are drawn once); the others grow row
+/// by row, in sample order.
+struct Table {
+  std::vector<Column> cols;   ///< numeric columns, in output order
+  std::size_t status_at = 0;  ///< index in cols before which the status column is written
+  std::vector<std::int32_t> status;
+
+  std::vector<std::size_t> varying;  ///< canonical indices of the varying inputs (columns 1, 2, ...)
+  std::size_t c_t = 0;               ///< t_final; then q, qd (n each) and the natural quantities
+  std::size_t c_energy = 0;          ///< energy_start, energy_end, energy_dissipated (with a potential)
+  bool energies = false;
+  /// The run monitors written, and their columns.
+  struct Monitor {
+    Field field;
+    std::size_t col;
+  };
+  std::vector<Monitor> monitors;
+
+  /// Rows done.
+  std::size_t rows() const { return status.size(); }
+};
+
+/// The table of a run of c (columns, with room for every sample).
+Table make_table(const Config& c);
+
+/// The fields of an ensemble that the rows are made of, read once.
+struct Finals {
+  Finals(Ensemble& e, const Table& table);
+  int N;
+  const double *q, *qd, *t, *params;
+  const std::int32_t* status;
+  std::vector<const double*> real;         ///< per Table::monitors entry (real fields), else null
+  std::vector<const std::int64_t*> i64s;   ///< per entry (64-bit counters), else null
+  std::vector<const std::int32_t*> i32s;   ///< per entry (32-bit counters), else null
+};
+
+/// Appends the row of a sample: its index, its status, its final state
+/// (system k of the ensemble), natural quantities, monitors and energies
+/// (e0: the energy of its initial state).
+void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0);
+
+}  // namespace ukb::run
