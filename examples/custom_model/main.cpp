@@ -34,8 +34,8 @@ int main() {
   }
   const double dt = 1e-3;
   const long steps = 500;
-  const long failed = ukb::step(cpu, ukb::Backend::cpu, dt, steps) +
-                      ukb::step(ref, ukb::Backend::reference, dt, steps);
+  const long failed = ukb::step(cpu, ukb::Backend::cpu, dt, steps).failed +
+                      ukb::step(ref, ukb::Backend::reference, dt, steps).failed;
   double worst = 0, drift = 0, out_of_plane = 0;
   for (int i = 0; i < N; ++i) {
     double d = 0, r = 0;
