@@ -9,7 +9,7 @@
 
 namespace {
 
-// The cost of stabilisation: RK4 system-steps per second of ukb::advance on
+// The cost of stabilisation: RK4 system-steps per second of ukb::integrate on
 // the CPU backend (one thread, N = 1000, events and monitors off) with
 // Stabilization none (0), baumgarte (1) or projection (2). The systems start
 // on their manifold (the model's natural initial state) so that projection
@@ -35,12 +35,12 @@ void bm_cpu_stabilized(benchmark::State& state) {
     state.SkipWithError("no consistent initial state");
     return;
   }
-  ukb::advance(b, ukb::Backend::cpu, r, 1, {.threads = 1});  // warm-up
+  ukb::integrate(b, ukb::Backend::cpu, r, 1, {.threads = 1});  // warm-up
   for (auto _ : state) {
     state.PauseTiming();
     reset();
     state.ResumeTiming();
-    ukb::advance(b, ukb::Backend::cpu, r, steps, {.threads = 1});
+    ukb::integrate(b, ukb::Backend::cpu, r, steps, {.threads = 1});
     benchmark::DoNotOptimize(b.view().q);
   }
   state.SetLabel(std::string(ukb::to_string(st)));
