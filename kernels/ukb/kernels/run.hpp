@@ -156,11 +156,7 @@ struct SystemRun {
   /// Whether another step is to be taken in this call; if so, its start
   /// (q0, qd0, t0), size() and checked() are set.
   UKB_HD bool next(const RunSettings<T>& s) {
-    if (locating) {
-      if (bisection.next(s.event_tol, trial)) return true;
-      locating = false;
-      finish(s);  // at the located event: the state at t0 + bisection.lo
-    }
+    if (locating) return true;  // the bisection's next trial
     if (begun >= s.budget || !begin(s)) return false;
     ++begun;
     clean = true;
@@ -195,19 +191,21 @@ struct SystemRun {
     }
     min_rank = rank < min_rank ? rank : min_rank;
     bad_rows = bad_rows || inconsistent;
-    if (locating) {
+    if (locating) {  // a trial: the bracket narrows
       bisection.record(trial, step_clean);
       if (step_clean) set(q, qd, t);
-      return;
-    }
-    if (s.events && !step_clean) {  // crossed the event: locate it from the start
+    } else if (s.events && !step_clean) {  // crossed the event: locate it from the start
       clean = false;
       locating = true;
       bisection = Bisection<T>::over(h);
-      return;
+    } else {
+      set(q, qd, t);
     }
-    set(q, qd, t);
-    finish(s);
+    if (locating) {
+      if (bisection.next(s.event_tol, trial)) return;  // another trial
+      locating = false;  // located: the state is at t0 + bisection.lo
+    }
+    finish(s);  // its one call: the projection is inlined once
   }
 
   /// Scatters system i back with its final status.
