@@ -3,7 +3,7 @@
 # needs root (or sudo) only when something must be installed.
 set -euo pipefail
 
-packages=(cmake make g++ libeigen3-dev libgtest-dev libbenchmark-dev
+packages=(cmake make ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev
           libcli11-dev nlohmann-json3-dev libtomlplusplus-dev librandom123-dev
           python3 python3-numpy python3-matplotlib
           clang libclang-rt-14-dev libomp-14-dev llvm-14)

@@ -226,9 +226,10 @@ TEST(Principle, SolutionIsTheUniqueMinimiserAmongAdmissibleAccelerations) {
     const auto [p, r] = model_problem<Mo>(s);
     const MatrixXd N = null_space(p.A);
     ASSERT_EQ(N.cols(), 1);
-    auto G = [&](const VectorXd& x) {
-      const VectorXd e = p.M * x - p.Q - p.C;
-      return e.dot(p.M.llt().solve(e));
+    // (clang 14 cannot capture a structured binding: capture a reference)
+    auto G = [&pr = p](const VectorXd& x) {
+      const VectorXd e = pr.M * x - pr.Q - pr.C;
+      return e.dot(pr.M.llt().solve(e));
     };
     for (double eps : {1e-3, 1e-2, 0.1, 1.0}) {
       EXPECT_GT(G(r.qdd + eps * N.col(0)), G(r.qdd));
