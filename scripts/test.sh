@@ -13,7 +13,8 @@
 #                 has the libFuzzer targets (UKB_FUZZ=ON);
 #  4. the fuzz corpus replayed and 60 s of fuzzing (scripts/fuzz.sh 60: both
 #     fuzzers at once, 30 s each).
-# Exits non-zero on any failure. UKB_JOBS sets the parallelism (default 2).
+# Exits non-zero on any failure; a test that runs past 600 s fails (a hang
+# must not eat the CI limit). UKB_JOBS sets the parallelism (default 2).
 #
 # scripts/test.sh --quick: one CPU-only build (build-quick/, Release, this
 # machine's CPU, no benchmarks or examples) and its tests: the inner loop
@@ -54,7 +55,7 @@ if [ "$quick" = 1 ]; then
   config build-quick -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON -DUKB_ENABLE_CUDA=OFF \
          -DUKB_BUILD_BENCH=OFF -DUKB_BUILD_EXAMPLES=OFF
   cmake --build build-quick -j"$jobs"
-  ctest --test-dir build-quick --output-on-failure -j"$jobs"
+  ctest --test-dir build-quick --output-on-failure --timeout 600 -j"$jobs"
   stamp "quick: all tests passed"
   exit 0
 fi
@@ -62,7 +63,7 @@ fi
 stamp "default build (build/), x86-64 baseline"
 config build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON -DUKB_NATIVE=OFF
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure -j"$jobs"
+ctest --test-dir build --output-on-failure --timeout 600 -j"$jobs"
 
 stamp "install, then build and run examples/custom_model against the installed package"
 rm -rf build/install build/custom_model
@@ -85,7 +86,7 @@ if ! command -v llvm-symbolizer >/dev/null && [ -x /usr/lib/llvm-14/bin/llvm-sym
   export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 fi
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-san --output-on-failure -j"$jobs"
+  ctest --test-dir build-san --output-on-failure --timeout 600 -j"$jobs"
 
 stamp "fuzz corpus replay and 60 s of fuzzing (build-san/)"
 scripts/fuzz.sh --build build-san 60

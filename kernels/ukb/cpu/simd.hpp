@@ -51,9 +51,21 @@ struct Lanes<cpu::Pack<T, W>> {
   static bool any(const Mask& m) { return cpu::stdx::any_of(m); }
   static bool all(const Mask& m) { return cpu::stdx::all_of(m); }
   static V select(const Mask& m, const V& a, const V& b) {
+#if defined(__clang__)
+    // clang (14) with libstdc++'s <experimental/simd>: a masked assignment
+    // `where(m, r) = a` leaves r unchanged where the mask is an AVX-512
+    // bitmask (g++ is right); a masked load is compiled right (Simd.* tests
+    // check every lane against the scalar code).
+    alignas(64) T buf[W];
+    a.copy_to(buf, cpu::stdx::vector_aligned);
+    V r = b;
+    cpu::stdx::where(m, r).copy_from(buf, cpu::stdx::vector_aligned);
+    return r;
+#else
     V r = b;
     cpu::stdx::where(m, r) = a;
     return r;
+#endif
   }
   static Mask ok(const LaneStatus& s) {
     Mask m(false);
