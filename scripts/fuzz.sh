@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan, CPU only) and runs them:
 #   fuzz_config  the `ukb run` config parser (parse_config, then to_json);
-#   fuzz_accel   `ukb accel` argument parsing (one argument per input line).
+#   fuzz_accel   `ukb accel` argument parsing (one argument per input line);
+#   fuzz_checkpoint  the checkpoint reader of `ukb run --resume` (any bytes).
 # Usage: scripts/fuzz.sh [--build DIR] [SECONDS]   (default 60)
 #  1. replays every input of fuzz/corpus/ (-runs=0): a regression input
 #     stored there fails at once;
-#  2. fuzzes both targets at once, SECONDS/2 each (SECONDS of fuzzing in
-#     SECONDS/2 of wall time on two cores), with fuzz/corpus/<target>/ as a
+#  2. fuzzes the targets at once for SECONDS/2 of wall time (SECONDS of CPU
+#     time on two cores, shared among them), with fuzz/corpus/<target>/ as a
 #     read-only seed; new inputs go to the scratch corpus DIR/corpus/<target>/
 #     (kept between runs), crash inputs to DIR/artifacts/.
 # DIR defaults to build-fuzz/ (configured here); scripts/test.sh passes its
@@ -33,7 +34,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 2 ]; then
 fi
 per_target=$(( seconds / 2 ))
 jobs="${UKB_JOBS:-2}"
-targets=(config accel)
+targets=(config accel checkpoint)
 
 if [ "$configure" = 1 ]; then
   scripts/install_deps.sh
@@ -79,7 +80,7 @@ for t in "${targets[@]}"; do
   echo "ukb fuzz: fuzz_$t replayed $(find "fuzz/corpus/$t" -type f | wc -l) corpus inputs"
 done
 
-# Both fuzzers at once (each is one process).
+# The fuzzers at once (each is one process).
 pids=()
 for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t"

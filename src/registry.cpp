@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <limits>
@@ -49,6 +50,22 @@ ParamInfo param_info(const char* name, double value, const char* doc) {
   const std::size_t open = d.rfind('(');
   if (open == std::string::npos || d.empty() || d.back() != ')') return p;
   std::string inner = d.substr(open + 1, d.size() - open - 2);
+  if (inner.rfind("one of ", 0) == 0) {
+    std::vector<double> values;
+    const char* c = inner.c_str() + 7;
+    for (;;) {
+      char* end = nullptr;
+      const double x = std::strtod(c, &end);
+      if (end == c) return p;
+      values.push_back(x);
+      while (*end == ' ') ++end;
+      if (*end == '\0') break;
+      if (*end != ',') return p;
+      c = end + 1;
+    }
+    p.choices = values;
+    return p;
+  }
   bool inclusive = false;
   if (inner.rfind(">= ", 0) == 0) inclusive = true, inner.erase(0, 3);
   else if (inner.rfind("> ", 0) == 0) inner.erase(0, 2);
@@ -75,10 +92,17 @@ int ModelInfo::param_index(std::string_view key) const {
 }
 
 bool ParamInfo::admits(double v) const {
+  if (!choices.empty()) return std::find(choices.begin(), choices.end(), v) != choices.end();
   return std::isfinite(v) && (lower_inclusive ? v >= lower : v > lower);
 }
 
 std::string ParamInfo::range() const {
+  if (!choices.empty()) {
+    std::ostringstream s;
+    s << "one of ";
+    for (std::size_t i = 0; i < choices.size(); ++i) s << (i ? ", " : "") << choices[i];
+    return s.str();
+  }
   if (lower == -std::numeric_limits<double>::infinity()) return "finite";
   std::ostringstream s;
   s << (lower_inclusive ? ">= " : "> ") << lower;
@@ -106,6 +130,11 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length: a word that much
+    // longer (or shorter) is no typo of c, and its distance is not computed
+    // (a 50 MB name costs nothing).
+    const std::size_t longer = std::max(word.size(), c.size()), shorter = std::min(word.size(), c.size());
+    if (longer - shorter > std::max<std::size_t>(1, longer / 3)) continue;
     const std::size_t d = edit_distance(word, c);
     if (d < best_d) {
       best_d = d;
@@ -115,6 +144,37 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   // A likely typo: at most a third of the longer word changed (at least 1).
   const std::size_t limit = std::max<std::size_t>(1, std::max(word.size(), best.size()) / 3);
   return best_d <= limit ? best : std::string();
+}
+
+std::string printable(std::string_view text, std::size_t max_bytes, bool keep_newlines) {
+  std::string out;
+  const std::size_t n = max_bytes > 0 && text.size() > max_bytes ? max_bytes : text.size();
+  out.reserve(n + 16);
+  char hex[8];
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const bool newline = keep_newlines && (c == '\n' || c == '\t');
+    // C0 controls, DEL, and the C1 controls in UTF-8 (0xC2 0x80-0x9F), which
+    // terminals also act on.
+    const bool c1 = c == 0xC2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xE0) == 0x80;
+    if ((c < 0x20 && !newline) || c == 0x7F || c1) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+      if (c1) {
+        std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(text[++i]));
+        out += hex;
+      }
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (n < text.size()) {
+    // Not in the middle of a UTF-8 character.
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+    out += "... (" + std::to_string(text.size()) + " bytes)";
+  }
+  return out;
 }
 
 }  // namespace ukb

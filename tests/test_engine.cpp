@@ -372,11 +372,12 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
 }
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusMonitors) {
-  // (2 n + 4 + np) scalars (state, run monitors, parameters), two 32-bit
-  // integers (status, events) and four 64-bit counters (steps, rank_drops,
-  // proj_fails, inconsistent). bead_on_ring: (4 + 4 + 4) * 8 + 8 + 32.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 136u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (2 * 24 + 4 + 4) * 4 + 40u);
+  // (2 n + 4 + np) scalars (state, run monitors, parameters), three 32-bit
+  // integers (status, events, rank_prev) and six 64-bit counters (steps,
+  // rank_drops, rank_changes, rank_marginal, proj_fails, inconsistent).
+  // bead_on_ring: (4 + 4 + 4) * 8 + 12 + 48.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 156u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (2 * 24 + 4 + 4) * 4 + 60u);
   // The outputs of evaluate, (3 n + m) scalars and the rank, come with the
   // first evaluation only.
   EXPECT_EQ(output_bytes_per_system<models::BeadOnRing<double>>(), 7 * 8 + 4u);

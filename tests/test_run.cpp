@@ -957,6 +957,21 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
           {"size does not match its header"});
   refused("done = -1", forged("\"done\":40", "\"done\":-1"), resume, {"damaged (done)"});
   refused("done = 4.5", forged("\"done\":40", "\"done\":4.5"), resume, {"damaged (done)"});
+  // Forged fields with a right checksum (the format's own writer): a status
+  // code no run gives, a negative step count.
+  {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+    run::Checkpoint f = run::read_checkpoint(file);
+    f.status[3] = 77;
+    run::write_checkpoint(file, f.header, f.cols, f.status);
+    refused("status 77", slurp(file), resume, {"sample 3 has the invalid status code 77"});
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+    f = run::read_checkpoint(file);
+    for (run::Column& c : f.cols)
+      if (c.name == "steps") c.i[5] = -3;
+    run::write_checkpoint(file, f.header, f.cols, f.status);
+    refused("steps -3", slurp(file), resume, {"sample 5 has a negative count in column 'steps'"});
+  }
   // Another config, another backend.
   const std::string other = unique_path("other.toml");
   std::string text = resumable_toml(200);

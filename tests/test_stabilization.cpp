@@ -363,6 +363,8 @@ void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptio
     EXPECT_EQ(cpu.steps(i), ref.steps(i)) << i;
     EXPECT_EQ(cpu.events(i), ref.events(i)) << i;
     EXPECT_EQ(cpu.rank_drops(i), ref.rank_drops(i)) << i;
+    EXPECT_EQ(cpu.rank_changes(i), ref.rank_changes(i)) << i;
+    EXPECT_EQ(cpu.rank_marginal(i), ref.rank_marginal(i)) << i;
     EXPECT_EQ(cpu.proj_fails(i), ref.proj_fails(i)) << i;
     for (int j = 0; j < Mo::n; ++j) {
       const double scale = 1 + std::abs(ref.q(i, j)) + std::abs(ref.qd(i, j));
@@ -611,6 +613,159 @@ TEST(Stabilization, BadOptionsAreRefused) {
   EXPECT_THROW(run({.dt = 1e-3, .stabilization = Stabilization::baumgarte, .baumgarte_gamma = 2000}),
                std::invalid_argument);
   EXPECT_NO_THROW(run({.dt = 0.05, .stabilization = Stabilization::baumgarte}));
+}
+
+// ---- a redundant system whose rank changes mid-run -------------------------
+
+// A pendulum (point mass, rod of length l from the origin) with a second
+// row implied by the first on the manifold only: phi1 = (r^2 - l^2) / 2 and
+// phi2 = phi1 h with h = x + 2 l. On phi1 = 0 the gradient of phi2 is h
+// times that of phi1 (rank 1); off it, by phi1 (1, 0) more (rank 2, with a
+// smallest singular value about |phi1|). Unstabilised, round-off and
+// truncation drift grows phi1 until the rank decision flips: the solver
+// must say so (rank_changes, rank_marginal, failed_rank), not hand back a
+// q'' of another rank with a clean status.
+//   phi2'' = h phi1'' + 2 phi1' x' + phi1 x''  gives the row
+//   (h x + phi1) x'' + h y y'' = h b1 - 2 phi1' x',  b1 = -(x'^2 + y'^2).
+struct ImpliedRowPendulum {
+  using Scalar = double;
+  static constexpr const char* name = "implied_row_pendulum";
+  static constexpr const char* summary = "pendulum with a second row implied on the manifold only";
+  static constexpr int n = 2, m = 2;
+  static constexpr std::array<const char*, 2> coords{"x", "y"};
+  struct Params {
+    double m = 1, l = 1, g = 9.81;
+  };
+  template <class P, class F>
+  static constexpr void visit_params(P& p, F&& f) {
+    f("m", p.m, "mass (> 0)");
+    f("l", p.l, "rod length (> 0)");
+    f("g", p.g, "gravity");
+  }
+  static void mass(const double*, double, const Params& p, double* M) { M[0] = M[3] = p.m, M[1] = M[2] = 0; }
+  static void force(const double*, const double*, double, const Params& p, double* Q) {
+    Q[0] = 0, Q[1] = -p.m * p.g;
+  }
+  static void constraints(const double* q, const double* qd, double, const Params& p, double* A, double* b) {
+    const double phi = 0.5 * (q[0] * q[0] + q[1] * q[1] - p.l * p.l), phid = q[0] * qd[0] + q[1] * qd[1];
+    const double h = q[0] + 2 * p.l, b1 = -(qd[0] * qd[0] + qd[1] * qd[1]);
+    A[0] = q[0], A[1] = q[1], b[0] = b1;
+    A[2] = h * q[0] + phi, A[3] = h * q[1], b[1] = h * b1 - 2 * phid * qd[0];
+  }
+  static void nonideal(const double*, const double*, double, const Params&, const double*, const double*,
+                       double* C) {
+    C[0] = C[1] = 0;
+  }
+  static constexpr std::array<RowKind, 2> row_kinds{RowKind::holonomic, RowKind::holonomic};
+  static void constraint_rows(const double* q, const double* qd, double, const Params& p, double* phi,
+                              double* phid) {
+    phi[0] = 0.5 * (q[0] * q[0] + q[1] * q[1] - p.l * p.l);
+    phid[0] = q[0] * qd[0] + q[1] * qd[1];
+    phi[1] = phi[0] * (q[0] + 2 * p.l);
+    phid[1] = phid[0] * (q[0] + 2 * p.l) + phi[0] * qd[0];
+  }
+};
+static_assert(Model<ImpliedRowPendulum> && HasConstraintRows<ImpliedRowPendulum>);
+
+// sigma_min / sigma_max of B at a state, by Eigen's SVD, independently of
+// both backends.
+double eigen_sigma_ratio(const Batch<ImpliedRowPendulum>& b, int i) {
+  const double q[2] = {b.q(i, 0), b.q(i, 1)}, qd[2] = {b.qd(i, 0), b.qd(i, 1)};
+  double A[4], rhs[2];
+  ImpliedRowPendulum::constraints(q, qd, 0, {}, A, rhs);
+  Eigen::Matrix2d B;
+  B << A[0], A[1], A[2], A[3];  // B = A L^{-T} with L = I (m = 1)
+  const Eigen::Vector2d s = Eigen::JacobiSVD<Eigen::Matrix2d>(B).singularValues();
+  return s(1) / s(0);
+}
+
+// Released on the manifold with a radial velocity eps: without
+// stabilisation phi1'' = 0 is enforced, so phi1 = eps t grows and with it
+// the smallest singular value of B (about |phi1| / 3 of the largest): the
+// rank decision (rank_rtol = 1e-3 here, so that RK4's stage states, off the
+// manifold by h^2 |q'|^2 / 8, do not flip it first) turns from 1 to 2
+// mid-run.
+Batch<ImpliedRowPendulum> implied_row_batch() {
+  Batch<ImpliedRowPendulum> b(3);
+  const double theta[3] = {0.6, 1.0, 1.4}, eps = 1e-3;
+  for (int i = 0; i < 3; ++i) {
+    const double q[2] = {std::sin(theta[i]), -std::cos(theta[i])};
+    const double qd[2] = {eps * q[0], eps * q[1]};
+    b.set_state(i, q, qd, 0.0);
+  }
+  return b;
+}
+
+TEST(Singular, ARankChangeMidRunIsCountedOrFailsAndAgreesWithReference) {
+  const double dt = 0.01, t_end = 5, rtol = 1e-3;
+  const RunOptions free{.dt = dt, .t_end = t_end, .rank_rtol = rtol};
+  // Unstabilised, both backends alike, every counter included: the rank
+  // starts at 1 and ends at 2 (Eigen's SVD at the first and last states), so
+  // at least one change is counted (as the pendulum swings, the ratio falls
+  // back below the cut and rises again: changes in both directions).
+  Batch<ImpliedRowPendulum> cpu = implied_row_batch(), ref = implied_row_batch();
+  for (int i = 0; i < 3; ++i) ASSERT_LT(eigen_sigma_ratio(cpu, i), 1e-12) << "guard: rank 1 at the start";
+  expect_cpu_matches_reference(cpu, ref, free, 1e-9);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(cpu.status(i), Status::ok) << i;
+    EXPECT_GT(eigen_sigma_ratio(cpu, i), rtol) << i << ": guard: the drift has raised the rank";
+    EXPECT_GE(cpu.rank_changes(i), 1) << i;
+    EXPECT_GE(cpu.rank_marginal(i), 1) << i;
+    EXPECT_LT(cpu.rank_drops(i), cpu.steps(i)) << i;
+  }
+
+  // Step by step: the first change comes at the step that reaches, or
+  // starts from, the first state of rank 2 by Eigen (its evaluations see
+  // its start and its stages, not its end); the same for the first
+  // marginal decision (a ratio within a factor 100 of rtol).
+  Batch<ImpliedRowPendulum> steps = implied_row_batch();
+  long first_marginal = -1, first_change = -1, eigen_marginal = -1, eigen_change = -1;
+  for (long k = 1; k <= 500 && first_change < 0; ++k) {
+    advance(steps, Backend::cpu, free, 1);
+    const double ratio = eigen_sigma_ratio(steps, 0);
+    if (eigen_marginal < 0 && ratio > rtol / 100) eigen_marginal = k;
+    if (eigen_change < 0 && ratio > rtol) eigen_change = k;
+    if (first_marginal < 0 && steps.rank_marginal(0) > 0) first_marginal = k;
+    if (steps.rank_changes(0) > 0) {
+      first_change = k;
+      // Every step before counts a drop; the changed one where its stages disagree.
+      EXPECT_GE(steps.rank_drops(0), k - 1);
+      EXPECT_LE(steps.rank_drops(0), k);
+    }
+  }
+  ASSERT_GT(first_change, 10) << "guard: the change comes mid-run";
+  EXPECT_TRUE(first_change == eigen_change || first_change == eigen_change + 1)
+      << first_change << " vs Eigen " << eigen_change;
+  EXPECT_TRUE(first_marginal == eigen_marginal || first_marginal == eigen_marginal + 1)
+      << first_marginal << " vs Eigen " << eigen_marginal;
+  EXPECT_LT(first_marginal, first_change);
+
+  // expected_rank = 1: the step that changed the rank fails instead, the
+  // state before it kept, alike on both backends.
+  Batch<ImpliedRowPendulum> fc = implied_row_batch(), fr = implied_row_batch();
+  RunOptions strict = free;
+  strict.expected_rank = 1;
+  expect_cpu_matches_reference(fc, fr, strict, 1e-12);
+  EXPECT_EQ(fc.status(0), Status::failed_rank);
+  EXPECT_EQ(fc.steps(0), first_change - 1);
+  EXPECT_NEAR(fc.t_stop(0), dt * static_cast<double>(first_change - 1), 1e-9);
+  EXPECT_EQ(fc.rank_changes(0), 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(fc.status(i), Status::failed_rank) << i;
+  EXPECT_EQ(integrate(fc, Backend::cpu, strict).failed, 3) << "failed_rank is a failure";
+
+  // Stabilised, the same systems return to the manifold and keep rank 1.
+  for (Stabilization st : {Stabilization::baumgarte, Stabilization::projection}) {
+    SCOPED_TRACE(to_string(st));
+    Batch<ImpliedRowPendulum> sc = implied_row_batch(), sr = implied_row_batch();
+    RunOptions held = strict;
+    held.stabilization = st;
+    expect_cpu_matches_reference(sc, sr, held, 1e-9);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(sc.status(i), Status::ok) << i;
+      EXPECT_EQ(sc.rank_changes(i), 0) << i;
+      EXPECT_EQ(sc.rank_drops(i), sc.steps(i)) << i;
+    }
+  }
 }
 
 }  // namespace

@@ -171,6 +171,16 @@ ModelInfo describe() {
   };
   if constexpr (HasInitialState<Mo>) {
     info.initial_names.assign(Mo::initial_names.begin(), Mo::initial_names.end());
+    for (std::size_t k = 0; k < Mo::initial_names.size(); ++k) {
+      const char* doc = "";
+      if constexpr (requires { Mo::initial_docs; }) {
+        static_assert(Mo::initial_docs.size() == Mo::initial_names.size(), "initial_docs: one per initial_names");
+        doc = Mo::initial_docs[k];
+      }
+      ParamInfo q = param_info(Mo::initial_names[k], 0.0, doc);
+      if (!q.admits(0.0) && !q.choices.empty()) q.default_value = q.choices.front();
+      info.initial.push_back(std::move(q));
+    }
     info.initial_state = [](std::span<const double> values, const double* ic, double* q, double* qd) {
       return static_cast<bool>(Mo::initial_state(ic, params_from<Mo>(values), q, qd));
     };

@@ -40,6 +40,9 @@
   X(steps,        i64,  one, 1,  monitor, zero, "steps",               always,     "accepted integration steps since set_state (N)") \
   X(events,       i32,  one, 1,  monitor, zero, "events",              always,     "located events since set_state (N)") \
   X(rank_drops,   i64,  one, 1,  monitor, zero, "rank_drops",          always,     "steps with an evaluation where rank(B) < m (N)") \
+  X(rank_changes, i64,  one, 1,  monitor, zero, "rank_changes",        always,     "steps whose rank(B) differs from the previous step's, or within the step (N)") \
+  X(rank_marginal, i64, one, 1,  monitor, zero, "rank_marginal",       always,     "steps with a marginal rank decision: a singular value within policy::rank_margin of the cut (N)") \
+  X(rank_prev,    i32,  one, 1,  monitor, zero, nullptr,               always,     "1 + the smallest rank(B) of the last step; 0 before the first step (N)") \
   X(inconsistent, i64,  one, 1,  monitor, zero, "inconsistent",        always,     "steps with an inconsistent evaluation (N)") \
   X(res_pos,      real, one, 1,  monitor, zero, "res_pos_max",         monitored,  "largest position-level constraint residual seen (N)") \
   X(res_vel,      real, one, 1,  monitor, zero, "res_vel_max",         monitored,  "largest velocity-level constraint residual seen (N)") \

@@ -119,6 +119,12 @@ struct RunOptions {
   /// velocity level) exceeds this after a step, or is NaN, fails with
   /// Status::failed_residual at its last good state; +inf: no limit (> 0).
   double residual_limit = std::numeric_limits<double>::infinity();
+  /// For systems whose rank is known (redundant constraints): a step with an
+  /// evaluation whose rank(B) differs from this fails with
+  /// Status::failed_rank at its last good state, instead of going on with a
+  /// q'' of another rank; -1: no check. The counters rank_changes and
+  /// rank_marginal are kept either way.
+  int expected_rank = -1;
 
   /// The projection tolerance for scalar T with the default filled in.
   template <class T>
@@ -181,6 +187,7 @@ inline void check(const RunOptions& r) {
   if (r.projection_iters < 1) throw std::invalid_argument("ukb: the projection needs at least 1 iteration");
   if (!(r.residual_limit > 0))
     throw std::invalid_argument("ukb: the residual limit must be > 0 (+inf: none)");
+  if (r.expected_rank < -1) throw std::invalid_argument("ukb: the expected rank must be >= 0 (-1: none)");
 }
 
 /// The evaluation settings of r in scalar T. `has_rows`: whether the model
@@ -220,6 +227,7 @@ RunSettings<T> resolve_run(const RunOptions& r, long budget, bool has_rows, cons
   s.baumgarte = e.baumgarte;
   s.projection = {r.stabilization == Stabilization::projection, static_cast<T>(tol), r.projection_iters};
   s.residual_limit = static_cast<T>(r.residual_limit);
+  s.expected_rank = r.expected_rank;
   if (!(s.residual_limit > T(0)))
     throw std::invalid_argument("ukb: the residual limit " + std::to_string(r.residual_limit) +
                                 " is zero in the scalar type of the model");

@@ -64,4 +64,20 @@ constexpr double default_projection_tol() {
 /// Default number of Gauss–Newton corrections per level of the projection.
 inline constexpr int default_projection_iters = 4;
 
+/// A rank decision is marginal (counted in rank_marginal) where a singular
+/// value of B lies within this factor of the cut rtol * s_max, either side:
+/// a perturbation of that relative size could change the rank. The Gram
+/// route of the pseudo-inverse is taken only with this margin.
+inline constexpr double rank_margin = 100.0;
+
+/// Whether steps of `dt` advance the time everywhere on [t0, t_last] (the
+/// largest |t| gains at least dt/1000 from a step, and t_last is finite): a
+/// smaller step is refused by `ukb run` and `ukb trajectory` alike (the time
+/// would stand still).
+inline bool step_advances_time(double t0, double t_last, double dt) {
+  const double big = (t0 < 0 ? -t0 : t0) > (t_last < 0 ? -t_last : t_last) ? (t0 < 0 ? -t0 : t0)
+                                                                            : (t_last < 0 ? -t_last : t_last);
+  return t_last - t_last == 0 && big + dt * 1e-3 > big;
+}
+
 }  // namespace ukb::policy

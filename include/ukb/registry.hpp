@@ -31,10 +31,13 @@ struct ParamInfo {
   /// -inf: any finite value.
   double lower = -std::numeric_limits<double>::infinity();
   bool lower_inclusive = true;
+  /// A choice, from a description ending in "(one of a, b, ...)": only
+  /// these values are admissible (a sign, a branch). Empty: a range.
+  std::vector<double> choices;
 
-  /// True where v is admissible (finite and within the range).
+  /// True where v is admissible (finite and within the range or a choice).
   bool admits(double v) const;
-  /// The range as text: "> 0", ">= 0" or "finite".
+  /// The range as text: "> 0", ">= 0", "finite" or "one of -1, 1".
   std::string range() const;
 };
 
@@ -104,6 +107,10 @@ struct ModelInfo {
   /// Natural initial-condition quantities (model's `initial_names`; empty if
   /// the model has none and takes raw q, q' only).
   std::vector<std::string> initial_names;
+  /// The same with their descriptions and admissible values (from the
+  /// model's optional `initial_docs`, parsed as parameter descriptions;
+  /// default_value is 0, or the first choice where 0 is not one).
+  std::vector<ParamInfo> initial;
   bool has_events = false;     ///< the model locates events (stick-slip)
   bool has_potential = false;  ///< energy observables are defined
   bool has_residual = false;   ///< constraint residuals are monitored
@@ -147,8 +154,14 @@ const ModelInfo* find_model(std::string_view name);
 /// be a likely typo, else an empty string (for "did you mean" messages).
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+/// `text` safe to print in a message: control characters (C0, DEL, C1)
+/// escaped as \xNN, so that a name from a file cannot drive the terminal;
+/// newlines and tabs kept where `keep_newlines`; at most `max_bytes` bytes of
+/// the text (0: all), then "... (N bytes)".
+std::string printable(std::string_view text, std::size_t max_bytes = 0, bool keep_newlines = false);
+
 /// A parameter's description and range (from a description ending in
-/// "(> x)" or "(>= x)").
+/// "(> x)", "(>= x)" or "(one of a, b, ...)").
 ParamInfo param_info(const char* name, double value, const char* description);
 
 /// Fills a model's Params from values in visit_params order.

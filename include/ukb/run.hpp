@@ -33,6 +33,14 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// An output could not be written although its path was good (a full disk,
+/// a quota, a device error): the message names the file and the cause, and
+/// where the run's checkpoint holds its work, how to continue. `ukb` exits
+/// with code 4.
+struct WriteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// How one input (a parameter or an initial quantity) is chosen per sample.
 struct Dist {
   enum class Kind { fixed, uniform, normal, lognormal, values, grid };
@@ -146,8 +154,11 @@ struct Outcome {
 /// trajectories.csv (when samples are recorded) and run.json into the
 /// output directory, each under a temporary name renamed when complete.
 /// Throws ConfigError before any work for bad input (inconsistent initial
-/// states, unwritable directory); on any error nothing is left behind but
-/// the last checkpoint. Checkpoints (checkpoint.ukb) are written every
+/// states, unwritable directory, a directory another run holds, not enough
+/// memory); WriteError when an output or a checkpoint cannot be written (the
+/// message says what was kept: the results are checkpointed before the
+/// outputs are written, so `--resume` writes them again). On any error
+/// nothing is left behind but the last checkpoint. Checkpoints (checkpoint.ukb) are written every
 /// Config::checkpoint_interval seconds and on a stop request, and removed
 /// when the run completes.
 Outcome execute(const Config& c, const ExecuteOptions& o);

@@ -73,6 +73,9 @@ struct RunSettings {
   /// level) exceeds this, or is NaN, fails with failed_residual; +infinity:
   /// no limit.
   T residual_limit = std::numeric_limits<T>::infinity();
+  /// A step with an evaluation of another rank(B) fails with failed_rank;
+  /// -1: no check.
+  int expected_rank = -1;
 
   /// The settings of every evaluation of a step.
   UKB_HD EvalSettings<T> eval() const { return {rank_rtol, baumgarte}; }

@@ -10,8 +10,10 @@
 //
 // Exit codes: 0 success; 1 the evaluation or integration failed (status in
 // the output; for `run`: some sample failed, the outputs are written);
-// 2 bad input (message on stderr); 3 internal error; 130 / 143 `run`
-// interrupted by SIGINT / SIGTERM (a checkpoint is written; --resume continues).
+// 2 bad input (message on stderr); 3 internal error; 4 an output could not be
+// written (a full disk, /dev/full, a quota: the message names the file and
+// the cause, and for `run` what was kept); 130 / 143 `run` interrupted by
+// SIGINT / SIGTERM (a checkpoint is written; --resume continues).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "files.hpp"
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/policy.hpp"
@@ -56,6 +59,13 @@ std::string trim(std::string s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
+/// A number as written by ukb (17 significant digits: it reads back the same).
+std::string g17(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 /// Parses a finite number; `what` names the option for the message.
 double parse_number(const std::string& text, const std::string& what) {
   std::string s = trim(text);
@@ -64,10 +74,10 @@ double parse_number(const std::string& text, const std::string& what) {
   const char* end = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(s.data(), end, v);
   if (!s.empty() && ec == std::errc::result_out_of_range && ptr == end)
-    throw UsageError(what + ": '" + text + "' is out of range for a double");
+    throw UsageError(what + ": '" + ukb::printable(text, 80) + "' is out of range for a double");
   if (s.empty() || ec != std::errc() || ptr != end)
-    throw UsageError(what + ": '" + text + "' is not a number");
-  if (!std::isfinite(v)) throw UsageError(what + ": '" + text + "' is not a finite number");
+    throw UsageError(what + ": '" + ukb::printable(text, 80) + "' is not a number");
+  if (!std::isfinite(v)) throw UsageError(what + ": '" + ukb::printable(text, 80) + "' is not a finite number");
   return v;
 }
 
@@ -93,7 +103,7 @@ const ModelInfo& lookup_model(const std::string& name) {
   if (const ModelInfo* m = ukb::find_model(name)) return *m;
   std::vector<std::string> names;
   for (const auto& m : ukb::all_models()) names.push_back(m.name);
-  std::string msg = "--model: unknown model '" + name + "'";
+  std::string msg = "--model: unknown model '" + ukb::printable(name, 80) + "'";
   const std::string hint = ukb::closest_match(name, names);
   if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
   msg += "; `ukb models` lists the models";
@@ -109,18 +119,18 @@ std::vector<double> resolve_params(const ModelInfo& model, const std::vector<std
   for (const std::string& kv : kvs) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos)
-      throw UsageError("--param: '" + kv + "' is not of the form KEY=VALUE");
+      throw UsageError("--param: '" + ukb::printable(kv, 80) + "' is not of the form KEY=VALUE");
     const std::string key = trim(kv.substr(0, eq));
     const int i = model.param_index(key);
     if (i < 0) {
-      std::string msg = "--param: model '" + model.name + "' has no parameter '" + key + "'";
+      std::string msg = "--param: model '" + model.name + "' has no parameter '" + ukb::printable(key, 80) + "'";
       const std::string hint = ukb::closest_match(key, names);
       if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
       std::string all;
       for (const auto& nm : names) all += (all.empty() ? "" : ", ") + nm;
       throw UsageError(msg + "; its parameters are " + all);
     }
-    if (seen[i]) throw UsageError("--param: parameter '" + key + "' given twice");
+    if (seen[i]) throw UsageError("--param: parameter '" + ukb::printable(key, 80) + "' given twice");
     seen[i] = true;
     values[i] = parse_number(kv.substr(eq + 1), "--param " + key);
     const ukb::ParamInfo& p = model.params[static_cast<std::size_t>(i)];
@@ -141,7 +151,7 @@ nlohmann::json to_json(const std::vector<double>& v) {
 ukb::Backend check_backend(const std::string& name) {
   const auto backend = ukb::parse_backend(name);
   if (!backend)
-    throw UsageError("--backend: unknown backend '" + name + "' (expected reference, cpu or cuda)");
+    throw UsageError("--backend: unknown backend '" + ukb::printable(name, 80) + "' (expected reference, cpu or cuda)");
   if (*backend == ukb::Backend::cuda) {
     std::string why;
     if (ukb::cuda::device_count(&why) == 0)
@@ -156,41 +166,69 @@ struct SystemArgs {
   std::string q, qd;
 };
 
+// An option's value that is another option ("--q --qd 0,1" gives --q the
+// value "--qd"): refused with a message that names the option lacking its value.
+const CLI::Validator not_an_option(
+    [](std::string& v) {
+      return v.rfind("--", 0) == 0 ? "expected a value, got the option '" + ukb::printable(v, 80) + "'"
+                                   : std::string();
+    },
+    "", "not an option");
+
 void add_system_options(CLI::App* cmd, SystemArgs& a) {
-  cmd->add_option("--model", a.model, "model name (see `ukb models`)")->required();
+  cmd->add_option("--model", a.model, "model name (see `ukb models`)")->required()->check(not_an_option);
   cmd->add_option("--param", a.params, "parameter override KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
-  cmd->add_option("--q", a.q, "generalized coordinates v1,v2,... (n numbers)")->required();
-  cmd->add_option("--qd", a.qd, "generalized velocities v1,v2,... (n numbers)")->required();
+      ->allow_extra_args(false)
+      ->check(not_an_option);
+  cmd->add_option("--q", a.q, "generalized coordinates v1,v2,... (n numbers)")->required()->check(not_an_option);
+  cmd->add_option("--qd", a.qd, "generalized velocities v1,v2,... (n numbers)")->required()->check(not_an_option);
 }
 
 int cmd_models(bool as_json) {
+  ukb::run::StdoutWriter w;
+  std::ostream& out = w.stream();
   if (as_json) {
-    nlohmann::json out = nlohmann::json::array();
+    nlohmann::json list = nlohmann::json::array();
     for (const ModelInfo& m : ukb::all_models()) {
       nlohmann::json params = nlohmann::json::array();
       for (const auto& p : m.params)
         params.push_back({{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
-      out.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
-                     {"coords", m.coords}, {"params", params}});
+      nlohmann::json initial = nlohmann::json::array();
+      for (const auto& q : m.initial) {
+        nlohmann::json e = {{"name", q.name}, {"default", q.default_value}, {"description", q.description}};
+        if (!q.choices.empty()) e["choices"] = q.choices;
+        initial.push_back(e);
+      }
+      list.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
+                     {"coords", m.coords}, {"params", params}, {"initial", initial}});
     }
-    std::cout << out.dump(2) << "\n";
+    out << list.dump(2) << "\n";
+    w.finish();
     return 0;
   }
   for (const ModelInfo& m : ukb::all_models()) {
-    std::cout << m.name << "  (n = " << m.n << " coordinates, m = " << m.m
+    out << m.name << "  (n = " << m.n << " coordinates, m = " << m.m
               << " constraint rows)\n  " << m.summary << "\n  q = (";
-    for (std::size_t i = 0; i < m.coords.size(); ++i) std::cout << (i ? ", " : "") << m.coords[i];
-    std::cout << ")\n  parameters:\n";
+    for (std::size_t i = 0; i < m.coords.size(); ++i) out << (i ? ", " : "") << m.coords[i];
+    out << ")\n  parameters:\n";
     for (const auto& p : m.params) {
       std::ostringstream def;
       def << p.default_value;
-      std::cout << "    " << p.name << std::string(6 - std::min<std::size_t>(5, p.name.size()), ' ')
+      out << "    " << p.name << std::string(6 - std::min<std::size_t>(5, p.name.size()), ' ')
                 << "= " << def.str() << std::string(8 - std::min<std::size_t>(7, def.str().size()), ' ')
                 << p.description << "\n";
     }
-    std::cout << "\n";
+    if (!m.initial.empty()) {
+      out << "  initial quantities ([initial] of a config):";
+      for (const auto& q : m.initial) {
+        out << "\n    " << q.name;
+        if (!q.description.empty()) out << ": " << q.description;
+      }
+      out << "\n";
+    }
+    out << "\n";
   }
+  w.finish();
   return 0;
 }
 
@@ -201,7 +239,7 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
   if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
   if (!(rank_rtol >= 0 && rank_rtol < 1))
-    throw UsageError("--rank-rtol: expected a number in [0, 1), got " + std::to_string(rank_rtol));
+    throw UsageError("--rank-rtol: expected a number in [0, 1), got " + g17(rank_rtol));
   const ukb::Backend be = check_backend(backend);
 
   const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);
@@ -214,7 +252,9 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   out["status"] = std::string(ukb::to_string(r.status));
   out["constraint_residual"] =
       std::isfinite(r.constraint_residual) ? nlohmann::json(r.constraint_residual) : nlohmann::json(nullptr);
-  std::cout << out.dump() << "\n";
+  ukb::run::StdoutWriter w;
+  w.stream() << out.dump() << "\n";
+  w.finish();
   return r.status == ukb::Status::ok ? 0 : 1;
 }
 
@@ -230,16 +270,23 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
   if (steps < 1 || steps > max_steps)
     throw UsageError("--steps: expected an integer in [1, 1e9], got " + std::to_string(steps));
   if (every < 1) throw UsageError("--every: expected an integer >= 1");
+  if (!ukb::policy::step_advances_time(t0, t0 + static_cast<double>(steps) * dt, dt))
+    throw UsageError("--dt: the time step " + g17(dt) + " is too small to advance the time from --t0 " + g17(t0) +
+                     " over " + std::to_string(steps) + " steps; expected a larger dt or a smaller time");
 
-  // Write to a temporary file and rename it when complete.
-  std::ofstream file;
-  std::string tmp;
+  // A file is written under a unique temporary name and renamed when
+  // complete (removed on any failure); every write is checked.
+  std::unique_ptr<ukb::run::AtomicFile> file;
   if (!out_path.empty()) {
-    tmp = out_path + ".tmp";
-    file.open(tmp);
-    if (!file) throw UsageError("--out: cannot write '" + out_path + "' (" + std::strerror(errno) + ")");
+    try {
+      file = std::make_unique<ukb::run::AtomicFile>(out_path, "--out");
+    } catch (const ukb::run::ConfigError& e) {
+      throw UsageError(e.what());
+    }
   }
-  std::ostream& os = out_path.empty() ? std::cout : file;
+  std::unique_ptr<ukb::run::StdoutWriter> standard;
+  if (!file) standard = std::make_unique<ukb::run::StdoutWriter>();
+  std::ostream& os = file ? file->stream() : standard->stream();
   os.precision(17);
   os << "t";
   for (const auto& c : model.coords) os << "," << c;
@@ -265,11 +312,13 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
     st = static_cast<ukb::Status>(e->i32(ukb::Field::status)[0]);
     if (k == before) break;  // the step no longer advances the time
     if (st == ukb::Status::ok) write();
+    if (!os) break;  // a failed write: reported below
   }
-  if (!out_path.empty()) {
-    file.close();
-    if (!file) throw UsageError("--out: writing '" + out_path + "' failed");
-    std::filesystem::rename(tmp, out_path);
+  if (file) {
+    file->close();
+    file->publish();
+  } else {
+    standard->finish();
   }
   if (st != ukb::Status::ok) {
     std::cerr << "ukb trajectory: integration stopped at t = " << e->real(ukb::Field::t)[0] << " with status "
@@ -280,8 +329,8 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
 }
 
 struct RunArgs {
-  std::string config, backend, out, resume;
-  int threads = -1;
+  std::string config, backend, out, resume, threads;
+  bool out_given = false;
   bool quiet = false;
 };
 
@@ -295,6 +344,13 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int sig) {
   g_stop_signal.store(sig);
+  // Say what the signal does (write(2) is async-signal-safe).
+  static const char msg[] =
+      "\nukb run: stopping: finishing the current chunk, then writing a checkpoint "
+      "(a second signal ends the process at once; the last checkpoint stays)\n";
+  const int saved = errno;
+  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  errno = saved;
   std::signal(SIGINT, SIG_DFL);  // async-signal-safe
   std::signal(SIGTERM, SIG_DFL);
 }
@@ -321,6 +377,17 @@ int cmd_run(const RunArgs& a) {
     std::error_code e1, e2;
     return std::filesystem::weakly_canonical(x, e1) == std::filesystem::weakly_canonical(y, e2) && !e1 && !e2;
   };
+  if (a.out_given && a.out.empty()) throw UsageError("--out: expected a directory name, got an empty string");
+  int threads = -1;
+  if (!a.threads.empty()) {
+    int n = -1;
+    const char* end = a.threads.data() + a.threads.size();
+    const auto [ptr, ec] = std::from_chars(a.threads.data(), end, n);
+    if (ec != std::errc() || ptr != end || n < 0 || n > 4096)
+      throw UsageError("--threads: expected an integer in [0, 4096] (0: all cores), got '" +
+                       ukb::printable(a.threads, 80) + "'");
+    threads = n;
+  }
   if (!a.resume.empty() && !a.out.empty() && !same_dir(a.out, a.resume))
     throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
                      "'; expected no --out (or the same directory)");
@@ -329,12 +396,25 @@ int cmd_run(const RunArgs& a) {
   } catch (const ukb::run::ConfigError& e) {
     throw UsageError(e.what());
   }
+  if (threads >= 0) c.threads = threads;
   if (!a.backend.empty()) {
     const std::optional<ukb::Backend> b = ukb::parse_backend(a.backend);
     if (!b) throw UsageError("--backend: unknown backend '" + a.backend + "' (expected reference, cpu or cuda)");
     c.backend = *b;
   }
-  if (a.threads >= 0) c.threads = a.threads;
+
+  // A run of very many steps says so before it starts (the progress line
+  // shows the rate on a terminal; SIGINT checkpoints it).
+  {
+    const double per_sample = std::isfinite(c.run.t_end)
+                                  ? std::min(static_cast<double>(c.run.max_steps), std::ceil((c.run.t_end - c.t0) / c.run.dt))
+                                  : static_cast<double>(c.run.max_steps);
+    const double total = per_sample * static_cast<double>(c.samples);
+    if (total > 1e11)
+      std::cerr << "ukb run: up to " << g17(per_sample) << " steps per sample, " << g17(total)
+                << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
+                   "SIGINT or SIGTERM stops it with a checkpoint (ukb run --resume continues)\n";
+  }
   ukb::run::Outcome o;
   try {
     o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
@@ -355,18 +435,21 @@ int cmd_run(const RunArgs& a) {
     return 128 + sig;
   }
   long failed = 0;
-  std::cout << "ukb run: " << o.samples << " samples of " << c.model->name << " in "
+  ukb::run::StdoutWriter w;
+  std::ostream& out = w.stream();
+  out << "ukb run: " << o.samples << " samples of " << c.model->name << " in "
             << o.wall_s << " s:";
   for (const auto& [name, count] : o.status_counts) {
-    std::cout << ' ' << count << ' ' << name << ';';
+    out << ' ' << count << ' ' << name << ';';
     if (name.rfind("failed", 0) == 0) failed += count;
   }
-  std::cout << '\n';
-  std::cout.precision(9);
-  for (const auto& [name, value] : o.medians) std::cout << "  median " << name << " = " << value << '\n';
-  std::cout << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
+  out << '\n';
+  out.precision(9);
+  for (const auto& [name, value] : o.medians) out << "  median " << name << " = " << value << '\n';
+  out << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
             << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << ")\n";
+  w.finish();
   return failed > 0 ? 1 : 0;
 }
 
@@ -385,7 +468,7 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
     word = word.substr(0, word.find('='));
     if (std::find(known.begin(), known.end(), word) != known.end()) continue;
     const std::string near = ukb::closest_match(word, known);
-    if (!near.empty()) return "; option '" + word + "' is unknown (did you mean '" + near + "'?)";
+    if (!near.empty()) return "; option '" + ukb::printable(word, 80) + "' is unknown (did you mean '" + near + "'?)";
   }
   return "";
 }
@@ -394,6 +477,10 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
 
 // The whole CLI; src/cli/entry.cpp's main calls it, and so does fuzz/fuzz_accel.cpp.
 int ukb_cli_main(int argc, char** argv) {
+  // Every message is printed through this: names from the command line or
+  // a file cannot drive the terminal (escaped), and stay readable (long
+  // ones shortened).
+  auto printable = [](const std::string& m) { return ukb::printable(m, 4096, /*keep_newlines=*/true); };
   CLI::App app{"ukb: batched Udwadia-Kalaba solver for constrained systems with non-ideal "
                "constraints"};
   app.set_version_flag("--version", std::string("ukb ") + ukb::version);
@@ -439,8 +526,7 @@ int ukb_cli_main(int argc, char** argv) {
                   "identical to an uninterrupted run)");
   run->add_option("--backend", run_args.backend, "reference, cpu or cuda (default: the config's, else cpu)");
   run->add_option("--out", run_args.out, "output directory (default: output.dir of the config, else ukb-run)");
-  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; default: the config's)")
-      ->check(CLI::Range(0, 4096));
+  run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; default: the config's)");
   run->add_flag("--quiet", run_args.quiet, "no progress line on stderr");
 
   try {
@@ -449,7 +535,7 @@ int ukb_cli_main(int argc, char** argv) {
       const std::vector<std::string> subs = {"models", "accel", "trajectory", "run"};
       const std::string word = argv[1];
       if (std::find(subs.begin(), subs.end(), word) == subs.end()) {
-        std::string msg = "unknown subcommand '" + word + "'";
+        std::string msg = "unknown subcommand '" + ukb::printable(word, 80) + "'";
         const std::string hint = ukb::closest_match(word, subs);
         if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
         throw UsageError(msg + "; expected one of models, accel, trajectory, run");
@@ -459,7 +545,10 @@ int ukb_cli_main(int argc, char** argv) {
     if (models->parsed()) return cmd_models(models_json);
     if (accel->parsed()) return cmd_accel(accel_args, accel_t, backend, rank_rtol);
     if (traj->parsed()) return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
-    if (run->parsed()) return cmd_run(run_args);
+    if (run->parsed()) {
+      run_args.out_given = run->count("--out") > 0;
+      return cmd_run(run_args);
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -468,13 +557,23 @@ int ukb_cli_main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string hint = unknown_option_hint(app, argc, argv);
-    std::cerr << "ukb: " << e.what() << hint << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
+    std::cerr << "ukb: " << printable(e.what()) << printable(hint)
+              << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
     return 2;
   } catch (const UsageError& e) {
-    std::cerr << "ukb: " << e.what() << "\n";
+    std::cerr << "ukb: " << printable(e.what()) << "\n";
     return 2;
+  } catch (const ukb::run::ConfigError& e) {  // from a path that did not wrap it
+    std::cerr << "ukb: " << printable(e.what()) << "\n";
+    return 2;
+  } catch (const ukb::run::WriteError& e) {
+    std::cerr << "ukb: " << printable(e.what()) << "\n";
+    return 4;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ukb: out of memory\n";
+    return 3;
   } catch (const std::exception& e) {
-    std::cerr << "ukb: internal error: " << e.what() << "\n";
+    std::cerr << "ukb: internal error: " << printable(e.what()) << "\n";
     return 3;
   }
   return 2;

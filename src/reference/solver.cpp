@@ -21,12 +21,16 @@ struct TruncatedSvd {
   MatrixXd U, V;  // m x r, n x r
   VectorXd s;     // r
   int rank = 0;
+  bool marginal = false;  // a singular value within policy::rank_margin of the cut
 
   TruncatedSvd(const MatrixXd& B, double rtol) {
     Eigen::JacobiSVD<MatrixXd> svd(B, Eigen::ComputeThinU | Eigen::ComputeThinV);
     const VectorXd& sv = svd.singularValues();  // sorted, decreasing
     const double smax = sv.size() > 0 ? sv(0) : 0.0;
     while (rank < sv.size() && sv(rank) > rtol * smax) ++rank;
+    const double cut = rtol * smax;
+    for (Eigen::Index i = 0; i < sv.size(); ++i)
+      marginal = marginal || (sv(i) > cut / policy::rank_margin && sv(i) <= cut * policy::rank_margin);
     U = svd.matrixU().leftCols(rank);
     V = svd.matrixV().leftCols(rank);
     s = sv.head(rank);
@@ -79,6 +83,7 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
 
   Result out;
   out.rank = svd.rank;
+  out.marginal = svd.marginal;
   out.Qc_ideal = L * svd.pinv_apply(r);
   out.lambda = svd.gram_pinv_apply(r);
 

@@ -1,17 +1,18 @@
 // Checkpoints of `ukb run`: see checkpoint.hpp for the file layout.
 #include "checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <bit>
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "files.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::run {
@@ -40,46 +41,6 @@ struct Fnv {
   }
 };
 
-// A file written with POSIX calls, so that it can be synced to the disk.
-class SyncedFile {
- public:
-  explicit SyncedFile(const fs::path& p) : path_(p), fd_(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {
-    if (fd_ < 0) fail("cannot write");
-  }
-  SyncedFile(const SyncedFile&) = delete;
-  SyncedFile& operator=(const SyncedFile&) = delete;
-  ~SyncedFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void write(const void* p, std::size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t k = ::write(fd_, c, n);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) fail("writing failed (disk full?)");
-      c += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  }
-  void sync_and_close() {
-    if (::fsync(fd_) != 0) fail("cannot sync to the disk");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("closing failed");
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    const std::string why = std::strerror(errno);
-    std::error_code ec;
-    if (fd_ >= 0) ::close(fd_);
-    fs::remove(path_, ec);
-    throw ConfigError("the checkpoint '" + path_.string() + "': " + what + " (" + why + ")");
-  }
-  fs::path path_;
-  int fd_;
-};
-
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -103,8 +64,7 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   const std::string head = kMagic + std::to_string(header.size()) + "\n" + header;
   const std::size_t rows = static_cast<std::size_t>(k.done);
 
-  const fs::path tmp = file.string() + ".tmp";
-  SyncedFile f(tmp);
+  AtomicFile f(file, "the checkpoint");
   Fnv sum;
   auto put = [&](const void* p, std::size_t n) {
     f.write(p, n);
@@ -121,32 +81,28 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   put(status.data(), rows * 4);
   const std::string trailer = sum.trailer();
   f.write(trailer.data(), trailer.size());
-  f.sync_and_close();
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw ConfigError("the checkpoint '" + file.string() + "' cannot be put in place (" + ec.message() + ")");
-  }
-  // The rename itself is durable once the directory is synced.
-  const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  f.close(/*sync=*/true);
+  f.publish();
 }
 
 Checkpoint read_checkpoint(const fs::path& file) {
   const std::string name = file.string();
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0)
+    throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(name + ": " + (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file") +
+                      ", not a checkpoint; it cannot be resumed (delete it to start the run again)");
+  std::ifstream f(file, std::ios::binary);
+  if (!f) throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
+  return read_checkpoint(f, static_cast<std::uintmax_t>(st.st_size), name);
+}
+
+Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std::string& name) {
   auto bad = [&](const std::string& why) -> ConfigError {
     return ConfigError(name + ": " + why + "; it cannot be resumed (delete it, or the whole "
                        "directory, to start the run again)");
   };
-  std::error_code ec;
-  const std::uintmax_t size = fs::file_size(file, ec);
-  std::ifstream f(file, std::ios::binary);
-  if (ec || !f) throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
   Fnv sum;
   std::uintmax_t at = 0;
   // Reads n bytes into p, into the checksum.
@@ -201,6 +157,10 @@ Checkpoint read_checkpoint(const fs::path& file) {
     throw bad(std::string("the checkpoint's header is damaged (") + e.what() + ")");
   }
   if (h.done > h.samples) throw bad("the checkpoint's header is damaged (done > samples)");
+  if (!(h.system_steps >= 0) || !std::isfinite(h.system_steps))
+    throw bad("the checkpoint's header is damaged (system_steps)");
+  for (const Column& c : k.cols)
+    if (c.name.empty() || c.name.size() > 256) throw bad("the checkpoint's header is damaged (a column name)");
   // The body's size, checked by division (no overflow) before anything is
   // allocated.
   const std::uintmax_t body = size - at - kTrailer, per_row = 8 * k.cols.size() + 4;
@@ -222,6 +182,16 @@ Checkpoint read_checkpoint(const fs::path& file) {
   if (!f.read(trailer.data(), static_cast<std::streamsize>(kTrailer))) throw bad("the checkpoint is truncated");
   if (trailer.compare(0, 8, "FNV1A64 ") != 0) throw bad("the checkpoint is truncated (no checksum at its end)");
   if (trailer != sum.trailer()) throw bad("the checkpoint is corrupted (checksum mismatch)");
+  // The checksum holds: the fields must still be those of a run (a file
+  // forged with a recomputed checksum, or written by a buggy build).
+  for (std::size_t r = 0; r < k.status.size(); ++r)
+    if (!is_valid_status(k.status[r]))
+      throw bad("sample " + std::to_string(r) + " has the invalid status code " + std::to_string(k.status[r]));
+  for (const Column& c : k.cols)
+    if (c.integer)
+      for (std::size_t r = 0; r < c.i.size(); ++r)
+        if (c.i[r] < 0)
+          throw bad("sample " + std::to_string(r) + " has a negative count in column '" + c.name + "'");
   return k;
 }
 

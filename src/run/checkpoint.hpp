@@ -14,13 +14,15 @@
 //   "FNV1A64 " + 16 hex digits + "\n": the checksum of everything before
 //
 // The body is streamed from and to the columns (no copy of the table). The
-// file is written to NAME.tmp, flushed to the disk (fsync) and renamed, and
-// the directory is synced: a checkpoint on disk is always complete, and an
-// interruption while writing leaves the previous one.
+// file is written under a unique temporary name (files.hpp: AtomicFile,
+// never through a planted link), flushed to the disk (fsync) and renamed,
+// and the directory is synced: a checkpoint on disk is always complete, and
+// an interruption or a failure while writing leaves the previous one.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -50,14 +52,21 @@ struct Checkpoint {
 inline const char* checkpoint_name = "checkpoint.ukb";
 
 /// Writes the first h.done rows of `cols` and `status` with header `h` to
-/// `file` atomically and durably (file.tmp, fsync, rename, fsync of the
-/// directory). Throws ConfigError when it cannot be written.
+/// `file` atomically and durably (a unique temporary, fsync, rename, fsync of
+/// the directory). Throws WriteError (or ConfigError for a path that cannot
+/// hold a file) when it cannot be written; the previous checkpoint stays.
 void write_checkpoint(const std::filesystem::path& file, const CheckpointHeader& h,
                       const std::vector<Column>& cols, const std::vector<std::int32_t>& status);
 
 /// Reads a checkpoint. Throws ConfigError naming the file and the problem
-/// for a missing, truncated, corrupted or foreign file (whatever its bytes).
+/// for a missing, truncated, corrupted or foreign file (whatever its bytes),
+/// and for one whose checksum holds but whose fields are not those of a
+/// run (status codes, negative counters, done > samples, ...).
 Checkpoint read_checkpoint(const std::filesystem::path& file);
+
+/// The same from a stream of `size` bytes; `name` begins the messages (the
+/// checkpoint fuzz target reads from memory).
+Checkpoint read_checkpoint(std::istream& in, std::uintmax_t size, const std::string& name);
 
 /// The parts of a config's resolved JSON that fix the results (everything
 /// but the file's path, the thread count, the chunk size and the checkpoint

@@ -33,6 +33,8 @@
 #include <sstream>
 
 #include "ukb/cuda.hpp"
+#include "files.hpp"
+#include "ukb/policy.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::run {
@@ -68,7 +70,9 @@ class Parser {
     if (n && n->source().begin.line > 0)
       where += ":" + std::to_string(n->source().begin.line) + ":" +
                std::to_string(n->source().begin.column);
-    throw ConfigError(where + ": " + (key.empty() ? "" : "key '" + key + "': ") + msg);
+    // Keys and values from the file are shortened where they are echoed and
+    // escaped here: a message never drives the terminal.
+    throw ConfigError(where + ": " + (key.empty() ? "" : "key '" + printable(key, 80) + "': ") + printable(msg));
   }
 
   // Rejects keys of t that are not in `allowed`, suggesting the closest.
@@ -150,7 +154,7 @@ class Parser {
     const std::string name = string(*kind, key + ".dist");
     auto need = [&](const char* field) -> const toml::node& {
       const toml::node* f = t.get(field);
-      if (!f) fail(&n, key, std::string("a '") + name + "' distribution needs '" + field + "'");
+      if (!f) fail(&n, key, std::string("a '") + printable(name, 80) + "' distribution needs '" + field + "'");
       return *f;
     };
     auto ordered = [&](const char* lo_name, const char* hi_name) {
@@ -207,7 +211,7 @@ class Parser {
       ordered("min", "max");
       d.count = integer(need("count"), key + ".count", 2, 1000000000);
     } else {
-      std::string msg = "unknown distribution '" + name + "'";
+      std::string msg = "unknown distribution '" + printable(name, 80) + "'";
       const std::string near = closest_match(name, kinds());
       if (!near.empty()) msg += " (did you mean '" + near + "'?)";
       fail(kind, key + ".dist", msg + "; expected one of " + join(kinds()));
@@ -217,9 +221,14 @@ class Parser {
 
   // Refuses a distribution that can draw a value outside the parameter's
   // admissible range (ParamInfo::lower): a mass of zero, a negative mu.
+  // A choice (ParamInfo::choices: a sign, a branch) takes fixed values or
+  // lists only: a continuous distribution would draw other values.
   void in_range(const ParamInfo& p, const Dist& d, const toml::node& n, const std::string& key) const {
-    if (p.lower == -std::numeric_limits<double>::infinity()) return;
+    if (p.lower == -std::numeric_limits<double>::infinity() && p.choices.empty()) return;
     const std::string what = p.name + " must be " + p.range() + " (" + p.description + ")";
+    if (!p.choices.empty() && d.kind != Dist::Kind::fixed && d.kind != Dist::Kind::values)
+      fail(&n, key, "expected a fixed value or dist = \"values\": a continuous distribution draws values "
+                    "other than " + p.range() + "; " + what);
     auto check = [&](double v, const std::string& k, const toml::node* at) {
       if (!p.admits(v)) fail(at ? at : &n, k, "expected a value " + p.range() + ", got " + fmt(v) + "; " + what);
     };
@@ -313,7 +322,7 @@ void parse_model(const Parser& P, const toml::table& root, Config& c) {
   if (!c.model) {
     std::vector<std::string> names;
     for (const ModelInfo& m : all_models()) names.push_back(m.name);
-    std::string msg = "unknown model '" + name + "'";
+    std::string msg = "unknown model '" + printable(name, 80) + "'";
     const std::string near = closest_match(name, names);
     if (!near.empty()) msg += " (did you mean '" + near + "'?)";
     P.fail(model, "model", msg + "; expected one of " + join(names));
@@ -340,10 +349,10 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
   if (!integ) P.fail(nullptr, "integrator", "missing; expected a table [integrator] with at least dt");
   const toml::table& I = P.table(*integ, "integrator");
   P.only_keys(I, "integrator.", {"method", "dt", "t_end", "max_steps", "event_tol", "events",
-                                 "monitor", "rank_rtol", "chunk", "residual_limit"});
+                                 "monitor", "rank_rtol", "chunk", "residual_limit", "expected_rank"});
   if (const toml::node* m = I.get("method")) {
     const std::string method = P.string(*m, "integrator.method");
-    if (method != "rk4") P.fail(m, "integrator.method", "unknown method '" + method + "'; expected rk4");
+    if (method != "rk4") P.fail(m, "integrator.method", "unknown method '" + printable(method, 80) + "'; expected rk4");
   }
   const toml::node* dt = I.get("dt");
   if (!dt) P.fail(integ, "integrator.dt", "missing; expected the time step (a number > 0)");
@@ -383,6 +392,8 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
       P.fail(r, "integrator.residual_limit",
              "model '" + M.name + "' states no constraint residual to limit; expected no residual_limit");
   }
+  if (const toml::node* r = I.get("expected_rank"))
+    c.run.expected_rank = static_cast<int>(P.integer(*r, "integrator.expected_rank", 0, M.m));
 }
 
 // [stabilization]
@@ -395,7 +406,7 @@ void parse_stabilization_table(const Parser& P, const toml::table& root, Config&
       const std::string method = P.string(*m, "stabilization.method");
       const std::optional<Stabilization> parsed = parse_stabilization(method);
       if (!parsed) {
-        std::string msg = "unknown method '" + method + "'";
+        std::string msg = "unknown method '" + printable(method, 80) + "'";
         const std::string near = closest_match(method, {"none", "baumgarte", "projection"});
         if (!near.empty()) msg += " (did you mean '" + near + "'?)";
         P.fail(m, "stabilization.method", msg + "; expected none, baumgarte or projection");
@@ -471,7 +482,10 @@ void parse_params(const Parser& P, const toml::table& root, Config& c) {
 void parse_initial(const Parser& P, const toml::table& root, Config& c) {
   const ModelInfo& M = *c.model;
   const bool natural = !M.initial_names.empty();
-  for (const std::string& q : M.initial_names) c.initial.push_back({q, Dist{}});
+  for (const ParamInfo& q : M.initial) {  // not given: 0, or the first choice where 0 is none
+    c.initial.push_back({q.name, Dist{}});
+    c.initial.back().dist.a = q.default_value;
+  }
   if (const toml::node* in = root.get("initial")) {
     const toml::table& T = P.table(*in, "initial");
     std::vector<std::string> allowed = M.initial_names;
@@ -510,10 +524,16 @@ void parse_initial(const Parser& P, const toml::table& root, Config& c) {
         }
       }
     } else {
-      for (Input& x : c.initial)
-        if (const toml::node* v = T.get(x.name)) x.dist = P.dist(*v, "initial." + x.name);
+      for (std::size_t k = 0; k < c.initial.size(); ++k) {
+        Input& x = c.initial[k];
+        if (const toml::node* v = T.get(x.name)) {
+          x.dist = P.dist(*v, "initial." + x.name);
+          P.in_range(M.initial[k], x.dist, *v, "initial." + x.name);
+        }
+      }
     }
   }
+
   if (!natural && !c.raw_initial) {
     c.raw_initial = true;
     for (const char* which : {"q", "qd"})
@@ -530,7 +550,7 @@ void check_time_range(const Parser& P, const toml::table& root, Config& c) {
     const double t_last = std::isfinite(c.run.t_end) ? c.run.t_end
                                                      : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
     const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
-    if (!(t_big + c.run.dt * 1e-3 > t_big) || !std::isfinite(t_last))
+    if (!policy::step_advances_time(c.t0, t_last, c.run.dt))
       P.fail(dt, "integrator.dt",
              "the time step " + Parser::fmt(c.run.dt) + " is too small to advance the time near " +
                  Parser::fmt(t_big) + "; expected a larger dt or a smaller time range");
@@ -607,7 +627,7 @@ Config parse_config(const std::string& text, const std::string& path) {
   } catch (const toml::parse_error& e) {
     throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ":" +
                       std::to_string(e.source().begin.column) + ": not valid TOML: " +
-                      std::string(e.description()));
+                      printable(e.description(), 200));
   }
   Config c;
   c.path = path;
@@ -626,13 +646,7 @@ Config parse_config(const std::string& text, const std::string& path) {
   return c;
 }
 
-Config load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read the config file (" + std::strerror(errno) + ")");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_config(s.str(), path);
-}
+Config load_config(const std::string& path) { return parse_config(read_text(path, max_config_bytes), path); }
 
 std::string Config::to_json() const {
   nlohmann::json j;
@@ -654,6 +668,7 @@ std::string Config::to_json() const {
                      {"events", run.events},
                      {"monitor", run.monitor},
                      {"residual_limit", num(run.residual_limit)},
+                     {"expected_rank", run.expected_rank},
                      {"rank_rtol", run.rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(run.rank_rtol)},
                      {"chunk", chunk}};
   {

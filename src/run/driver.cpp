@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -129,16 +130,35 @@ std::string output_dir(const Config& c, const ExecuteOptions& o) {
   return !o.out_dir.empty() ? o.out_dir : !c.out_dir.empty() ? c.out_dir : "ukb-run";
 }
 
-// Refuses a run whose results table cannot fit in memory before work starts.
-void check_memory(const Config& c) {
+// "1.5 GB", "350 MB", "12 kB".
+std::string bytes_text(double b) {
+  char buf[32];
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.3g GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.3g MB", b / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.3g kB", b / 1e3);
+  return buf;
+}
+
+// The memory a run needs: the results table (every sample) and the
+// ensemble of one chunk (every field of the table in fields.hpp, 8 bytes).
+double memory_need(const Config& c) {
   const ModelInfo& M = *c.model;
   const double columns = 14.0 + 3.0 * M.n + static_cast<double>(c.inputs().size() + M.initial_names.size());
-  const double need = columns * 8.0 * static_cast<double>(c.samples);
-  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (have > 0 && need > 0.8 * have)
+  const double table = columns * 8.0 * static_cast<double>(c.samples);
+  const double per_system = 8.0 * (5.0 * M.n + M.m + static_cast<double>(M.params.size()) + 12.0);
+  const double systems = static_cast<double>(std::min(c.chunk, c.samples)) + static_cast<double>(c.record.size());
+  return table + per_system * systems;
+}
+
+// Refuses a run that cannot fit in the memory this process may use (the
+// machine's, ulimit -v, the cgroup's limit) before work starts.
+void check_memory(const Config& c) {
+  const double need = memory_need(c);
+  const MemoryLimit have = available_memory();
+  if (have.bytes > 0 && need > 0.8 * have.bytes)
     throw ConfigError(c.path + ": key 'samples': " + std::to_string(c.samples) + " samples need about " +
-                      g17(std::ceil(need / 1e9)) + " GB for the results table, more than this machine's memory (" +
-                      g17(std::floor(have / 1e9)) + " GB); expected fewer samples (split the run by seed)");
+                      bytes_text(need) + " for the results table and one chunk, more than 80 % of " + have.what +
+                      " (" + bytes_text(have.bytes) + " available); expected fewer samples (split the run by seed)");
 }
 
 // Draws every sample's inputs once, into the table's input columns, and
@@ -177,7 +197,11 @@ Config resume_config(const std::string& dir) {
   return c;
 }
 
-Outcome execute(const Config& c, const ExecuteOptions& o) {
+namespace {
+
+// The run (execute, below, adds what to do after a failure to its message).
+// `planned` becomes true when the work starts.
+Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned) {
   const auto start = Clock::now();
   const ModelInfo& M = *c.model;
   if (c.backend == Backend::cuda) {
@@ -186,7 +210,6 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
       throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why +
                         "); expected reference or cpu");
   }
-  const std::string dir = output_dir(c, o);
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
   Table table = make_table(c);
@@ -252,9 +275,9 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     recorded = M.ensemble(static_cast<int>(c.record.size()), c.backend);
     for (std::size_t k = 0; k < c.record.size(); ++k)
       recorded_e0.push_back(set_sample(c, table, *recorded, static_cast<int>(k), c.record[k]));
-    std::ofstream f = out.open("trajectories.csv");
-    record_trajectories(c, *recorded, eo, f);
-    out.close(f, "trajectories.csv");
+    AtomicFile& f = out.open("trajectories.csv");
+    record_trajectories(c, *recorded, eo, f.stream());
+    f.close();
   }
   std::unordered_map<long, int> slot;  // sample -> its system in `recorded`
   for (std::size_t k = 0; k < c.record.size(); ++k) slot[c.record[k]] = static_cast<int>(k);
@@ -265,6 +288,8 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   std::unique_ptr<Finals> recorded_finals;
   if (recorded) recorded_finals = std::make_unique<Finals>(*recorded, table);
 
+  const bool resumed_complete = o.resume && done == c.samples;  // only the outputs are left
+  planned = true;
   Progress progress(o.progress, c.samples, done, system_steps);
   auto last_save = Clock::now();
   std::unique_ptr<Ensemble> e;
@@ -328,24 +353,27 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   }
   progress.update(done, system_steps, true);
 
+  // The results in a checkpoint first: a failure while the outputs are
+  // written (a full disk) then loses nothing (--resume writes them).
+  if (!resumed_complete) save();
   if (c.write_csv) {
-    std::ofstream f = out.open("results.csv");
-    write_csv(f, table);
-    out.close(f, "results.csv");
+    AtomicFile& f = out.open("results.csv");
+    write_csv(f.stream(), table);
+    f.close();
   }
   if (c.write_npy) {
-    std::ofstream f = out.open("results.npy");
-    write_npy(f, table);
-    out.close(f, "results.npy");
+    AtomicFile& f = out.open("results.npy");
+    write_npy(f.stream(), table);
+    f.close();
   }
   Outcome result;
   result.samples = c.samples;
   result.done = c.samples;
   const nlohmann::json sum = summary(c, table, result);
   {
-    std::ofstream f = out.open("summary.json");
-    f << sum.dump(2) << '\n';
-    out.close(f, "summary.json");
+    AtomicFile& f = out.open("summary.json");
+    f.stream() << sum.dump(2) << '\n';
+    f.close();
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   {
@@ -359,13 +387,42 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
     r["status_counts"] = sum["status_counts"];
     r["wall_seconds"] = result.wall_s;
     r["system_steps"] = system_steps;
-    std::ofstream f = out.open("run.json");
-    f << r.dump(2) << '\n';
-    out.close(f, "run.json");
+    AtomicFile& f = out.open("run.json");
+    f.stream() << r.dump(2) << '\n';
+    f.close();
   }
   out.commit();
   result.out_dir = dir;
   return result;
+}
+
+}  // namespace
+
+Outcome execute(const Config& c, const ExecuteOptions& o) {
+  const std::string dir = output_dir(c, o);
+  bool planned = false;
+  const fs::path ckpt = fs::path(dir) / checkpoint_name;
+  // What is kept after a failure, and how to go on.
+  auto kept = [&] {
+    std::error_code ec;
+    if (!fs::is_regular_file(ckpt, ec)) return std::string("; nothing was kept");
+    return "; the work up to the last checkpoint is kept in " + ckpt.string() +
+           ": once the cause is fixed, continue with `ukb run --resume " + dir + "`";
+  };
+  try {
+    return execute_in(c, o, dir, planned);
+  } catch (const WriteError& e) {
+    throw WriteError(e.what() + kept());
+  } catch (const std::bad_alloc&) {
+    const MemoryLimit have = available_memory();
+    const std::string limit = have.bytes > 0 ? " (" + have.what + ": " + bytes_text(have.bytes) + " available)" : "";
+    if (!planned)
+      throw ConfigError(c.path + ": out of memory while planning the run of " + std::to_string(c.samples) +
+                        " samples (about " + bytes_text(memory_need(c)) + " needed" + limit +
+                        "); expected fewer samples (split the run by seed)");
+    throw ConfigError(c.path + ": out of memory during the run" + limit +
+                      "; expected a smaller integrator.chunk or fewer samples" + kept());
+  }
 }
 
 }  // namespace ukb::run

@@ -16,7 +16,7 @@ std::string g17(double v) {
   return buf;
 }
 
-void write_npy(std::ofstream& f, const Table& table) {
+void write_npy(std::ostream& f, const Table& table) {
   static_assert(std::endian::native == std::endian::little, "the .npy writer assumes little endian");
   std::size_t width = 1;
   for (std::int32_t s : table.status) width = std::max(width, status_name(static_cast<Status>(s)).size());
@@ -57,7 +57,7 @@ void write_npy(std::ofstream& f, const Table& table) {
   }
 }
 
-void write_csv(std::ofstream& f, const Table& table) {
+void write_csv(std::ostream& f, const Table& table) {
   // Cells joined by commas, the status column at table.status_at.
   auto row = [&](auto&& status_cell, auto&& cell) {
     for (std::size_t k = 0; k <= table.cols.size(); ++k) {

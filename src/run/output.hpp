@@ -1,17 +1,20 @@
 // Writing the outputs of `ukb run` (internal to the ukb_run library): the
-// output directory, whose files are written under temporary names and
-// renamed when complete, and the results tables (CSV, NumPy).
+// output directory, locked for the run, whose files are written under
+// temporary names and renamed when complete, and the results tables (CSV,
+// NumPy).
 #pragma once
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "checkpoint.hpp"
+#include "files.hpp"
 #include "table.hpp"
 
 namespace ukb::run {
@@ -26,13 +29,18 @@ std::string g17(double v);
 inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv",
                                                "run.json"};
 
-/// Files written to NAME.tmp, renamed to NAME by commit(); on destruction
-/// without commit, the temporaries (and a directory we created) are removed.
+/// The output directory of one run: locked for the run's life (DirLock:
+/// a second run, or a --resume of a live run, is refused naming the
+/// holder's pid), its files written under unique temporary names
+/// (AtomicFile) and renamed into place by commit(); on destruction without
+/// commit, the temporaries (and a directory this run created, unless it
+/// holds a checkpoint) are removed.
 class Output {
  public:
   Output(fs::path dir, const std::string& origin) : dir_(std::move(dir)), origin_(origin) {
     std::error_code ec;
-    if (!fs::exists(dir_, ec)) {
+    fs::path created;
+    if (!fs::exists(fs::symlink_status(dir_, ec))) {
       fs::path top = dir_;
       while (top.has_parent_path() && !top.parent_path().empty() && !fs::exists(top.parent_path(), ec))
         top = top.parent_path();
@@ -40,19 +48,20 @@ class Output {
       if (ec)
         throw ConfigError(origin + ": cannot create the output directory '" + dir_.string() + "' (" +
                           ec.message() + ")");
-      created_ = top;
+      created = top;
     } else if (!fs::is_directory(dir_, ec)) {
       throw ConfigError(origin + ": the output path '" + dir_.string() + "' exists and is not a directory");
     }
-    const fs::path probe = dir_ / ".ukb-write-test.tmp";
-    std::ofstream f(probe);
-    if (!f) {
-      cleanup();
-      throw ConfigError(origin + ": cannot write into the output directory '" + dir_.string() + "' (" +
-                        std::strerror(errno) + ")");
+    // The lock file is also the test that the directory can be written. A
+    // directory whose lock another run holds is that run's: never removed.
+    try {
+      lock_ = std::make_unique<DirLock>(dir_, origin);
+    } catch (...) {
+      if (!created.empty() && fs::is_empty(dir_, ec)) fs::remove_all(created, ec);
+      throw;
     }
-    f.close();
-    fs::remove(probe, ec);
+    created_ = created;
+    remove_stale_temporaries();
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -60,28 +69,21 @@ class Output {
     if (!committed_) cleanup();
   }
 
-  std::ofstream open(const std::string& name) {
-    const fs::path p = dir_ / (name + ".tmp");
-    files_.push_back(name);
-    std::ofstream f(p, std::ios::binary);
-    if (!f) throw ConfigError(origin_ + ": cannot write '" + p.string() + "' (" + std::strerror(errno) + ")");
-    return f;
-  }
-
-  void close(std::ofstream& f, const std::string& name) {
-    f.close();
-    if (!f)
-      throw ConfigError(origin_ + ": writing '" + (dir_ / (name + ".tmp")).string() +
-                        "' failed (disk full?)");
+  /// A new output file NAME (written to a temporary until commit()).
+  AtomicFile& open(const std::string& name) {
+    files_.push_back(std::make_unique<AtomicFile>(dir_ / name, name));
+    return *files_.back();
   }
 
   // Renames every file into place and removes the outputs of an earlier run
   // into the same directory that this run did not write (they would not
   // belong to it).
   void commit() {
-    for (const std::string& n : files_) fs::rename(dir_ / (n + ".tmp"), dir_ / n);
+    for (auto& f : files_) f->close();
+    for (auto& f : files_) f->publish();
     for (const char* n : output_files)
-      if (std::find(files_.begin(), files_.end(), n) == files_.end()) fs::remove(dir_ / n);
+      if (std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
+        fs::remove(dir_ / n);
     remove_checkpoint();  // the run is complete
     committed_ = true;
   }
@@ -93,31 +95,47 @@ class Output {
     for (const char* n : output_files) fs::remove(dir_ / n, ec);
   }
 
-  void remove_checkpoint() {
-    fs::remove(dir_ / checkpoint_name);
-    std::error_code ec;
-    fs::remove(dir_ / (std::string(checkpoint_name) + ".tmp"), ec);
-  }
+  void remove_checkpoint() { fs::remove(dir_ / checkpoint_name); }
 
   // The directory holds a checkpoint now: keep it whatever happens.
   void keep() { created_.clear(); }
 
+  const fs::path& dir() const { return dir_; }
+
  private:
-  void cleanup() {
+  // Temporaries of our files left by a process killed while writing them
+  // (".results.csv.PID.tmp"): with the lock held, none is being written.
+  // unlink never follows a link.
+  void remove_stale_temporaries() {
     std::error_code ec;
-    for (const std::string& n : files_) fs::remove(dir_ / (n + ".tmp"), ec);
-    if (!created_.empty()) fs::remove_all(created_, ec);
+    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+      const std::string n = entry.path().filename().string();
+      if (n.size() < 6 || n[0] != '.' || n.compare(n.size() - 4, 4, ".tmp") != 0) continue;
+      bool ours = n.rfind(std::string(".") + checkpoint_name + ".", 0) == 0;
+      for (const char* o : output_files) ours = ours || n.rfind(std::string(".") + o + ".", 0) == 0;
+      if (ours) fs::remove(entry.path(), ec);
+    }
+  }
+
+  void cleanup() {
+    files_.clear();  // their temporaries are removed
+    std::error_code ec;
+    if (!created_.empty()) {
+      lock_.reset();
+      fs::remove_all(created_, ec);
+    }
   }
 
   fs::path dir_, created_;
   std::string origin_;
-  std::vector<std::string> files_;
+  std::unique_ptr<DirLock> lock_;
+  std::vector<std::unique_ptr<AtomicFile>> files_;
   bool committed_ = false;
 };
 
 /// The table as CSV (header, one row per sample; the status column at its place).
-void write_csv(std::ofstream& f, const Table& t);
+void write_csv(std::ostream& f, const Table& t);
 /// The table as a NumPy structured array (.npy version 1.0).
-void write_npy(std::ofstream& f, const Table& t);
+void write_npy(std::ostream& f, const Table& t);
 
 }  // namespace ukb::run

@@ -54,10 +54,23 @@ long Dist::axis_size() const {
   return kind == Kind::values ? static_cast<long>(list.size()) : kind == Kind::grid ? count : 1;
 }
 
+namespace {
+
+// a + (b - a) u for u in [0, 1]; where b - a overflows (a range of +-1.7e308)
+// the same point as a (1 - u) + b u, which cannot.
+double between(double a, double b, double u) {
+  const double span = b - a;
+  return span - span == 0 ? a + span * u : a * (1 - u) + b * u;
+}
+
+}  // namespace
+
 double Dist::axis_point(long k) const {
   if (kind == Kind::values) return list[static_cast<std::size_t>(k)];
   if (k == count - 1) return b;  // the last point is max exactly
-  return a + (b - a) * static_cast<double>(k) / static_cast<double>(count - 1);
+  const double span = b - a;
+  if (span - span == 0) return a + span * static_cast<double>(k) / static_cast<double>(count - 1);
+  return between(a, b, static_cast<double>(k) / static_cast<double>(count - 1));  // b - a overflows
 }
 
 double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
@@ -65,7 +78,7 @@ double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32
   switch (d.kind) {
     case Dist::Kind::fixed: return d.a;
     case Dist::Kind::uniform: {
-      const double x = d.a + (d.b - d.a) * uniform01(seed, sample, quantity, 0, 0);
+      const double x = between(d.a, d.b, uniform01(seed, sample, quantity, 0, 0));
       return x < d.b ? x : d.a;  // [min, max): a rounding up to max folds back to min
     }
     case Dist::Kind::normal: {

@@ -10,7 +10,7 @@
 
 namespace ukb::run {
 
-double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ofstream& f) {
+double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ostream& f) {
   const ModelInfo& M = *c.model;
   const int n = M.n, np = static_cast<int>(M.params.size()), N = e.size();
   const bool natural = !M.initial_names.empty();

@@ -1,7 +1,7 @@
 // The recorded trajectories of `ukb run` (internal to the ukb_run library).
 #pragma once
 
-#include <fstream>
+#include <ostream>
 
 #include "ukb/options.hpp"
 #include "ukb/registry.hpp"
@@ -14,6 +14,6 @@ namespace ukb::run {
 /// trajectories.csv into f: a row for every recorded sample at its start,
 /// and after every call a row for each one the call changed. Leaves their
 /// final states in e. Returns the system-steps taken.
-double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ofstream& f);
+double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ostream& f);
 
 }  // namespace ukb::run

@@ -16,19 +16,39 @@ UKB_HD inline void scalar_mass(T mass, T* M) {
     for (int j = 0; j < N; ++j) M[i * N + j] = i == j ? mass : T(0);
 }
 
+/// The largest |x_i| where it is outside [1e-150, 1e150] ([1e-15, 1e15] in
+/// float: squares of the components would underflow or overflow, as for a
+/// bead of mass 1e-200), else 1:
+/// the friction helpers divide by it before squaring, so that their
+/// decisions and magnitudes hold at any scale and are bitwise unchanged at
+/// ordinary ones.
+template <int N, class T>
+UKB_HD inline T square_safe_scale(const T* x) {
+  using std::abs;
+  T s = T(0);
+  for (int i = 0; i < N; ++i) s = abs(x[i]) > s ? abs(x[i]) : s;
+  constexpr bool wide = sizeof(T) >= 8;
+  const T lo = T(wide ? 1e-150 : 1e-15), hi = T(wide ? 1e150 : 1e15);
+  return s > T(0) && (s < lo || s > hi) && s - s == T(0) ? s : T(1);
+}
+
+/// |x| without underflow or overflow of the squares (square_safe_scale).
+template <int N, class T>
+UKB_HD inline T safe_norm(const T* x) {
+  using std::sqrt;
+  const T s = square_safe_scale<N>(x);
+  T r = T(0);
+  for (int i = 0; i < N; ++i) r += (x[i] / s) * (x[i] / s);
+  return s * sqrt(r);
+}
+
 /// Coulomb sliding friction C = -mu |Qc_ideal| v/|v| (C = 0 when v = 0): the
 /// friction force opposes the sliding velocity v and its magnitude is mu
 /// times the normal force, here the ideal constraint force Qc_ideal (N).
 template <int N, class T>
 UKB_HD inline void coulomb_sliding(const T* v, const T* Qc_ideal, T mu, T* C) {
-  using std::sqrt;
-  T v2 = T(0), n2 = T(0);
-  for (int i = 0; i < N; ++i) {
-    v2 += v[i] * v[i];
-    n2 += Qc_ideal[i] * Qc_ideal[i];
-  }
-  const T speed = sqrt(v2);
-  const T k = speed > T(0) ? -mu * sqrt(n2) / speed : T(0);
+  const T speed = safe_norm<N>(v);
+  const T k = speed > T(0) ? -mu * safe_norm<N>(Qc_ideal) / speed : T(0);
   for (int i = 0; i < N; ++i) C[i] = k * v[i];
 }
 
@@ -38,7 +58,11 @@ UKB_HD inline void coulomb_sliding(const T* v, const T* Qc_ideal, T mu, T* C) {
 /// part of Q): with Q_n = (a.Q / |a|^2) a and Q_t = Q - Q_n, friction can
 /// hold the mass exactly when |Q_t| <= mu |Q_n|.
 template <int N, class T>
-UKB_HD inline bool coulomb_holds(const T* a, const T* Q, T mu) {
+UKB_HD inline bool coulomb_holds(const T* a_in, const T* Q_in, T mu) {
+  // The test is homogeneous in a and in Q: both scaled to ordinary size.
+  const T sa = square_safe_scale<N>(a_in), sq = square_safe_scale<N>(Q_in);
+  T a[N], Q[N];
+  for (int i = 0; i < N; ++i) a[i] = a_in[i] / sa, Q[i] = Q_in[i] / sq;
   T aa = T(0), aQ = T(0);
   for (int i = 0; i < N; ++i) {
     aa += a[i] * a[i];
@@ -75,18 +99,15 @@ UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename
   T A[n], b[1], Q[n];
   Mo::constraints(q, qd, t, p, A, b);
   Mo::force(q, qd, t, p, Q);
-  T aa = T(0), aQ = T(0), n2 = T(0);
+  const T sa = square_safe_scale<n>(A);
+  for (int i = 0; i < n; ++i) A[i] /= sa;  // the projection is homogeneous in A
+  T aa = T(0), aQ = T(0);
   for (int i = 0; i < n; ++i) {
     aa += A[i] * A[i];
     aQ += A[i] * Q[i];
-    n2 += Qc_ideal[i] * Qc_ideal[i];
   }
-  T t2 = T(0);
-  for (int i = 0; i < n; ++i) {
-    C[i] = Q[i] - aQ / aa * A[i];  // Q_t
-    t2 += C[i] * C[i];
-  }
-  const T limit = mu * sqrt(n2), qt = sqrt(t2);
+  for (int i = 0; i < n; ++i) C[i] = Q[i] - aQ / aa * A[i];  // Q_t
+  const T limit = mu * safe_norm<n>(Qc_ideal), qt = safe_norm<n>(C);
   const T k = qt <= limit ? T(-1) : -limit / qt;
   for (int i = 0; i < n; ++i) C[i] *= k;
 }

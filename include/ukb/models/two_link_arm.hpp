@@ -36,7 +36,7 @@ namespace ukb::models {
 ///
 /// Monitoring and `ukb run`: residuals |nn . (p - p0)| and |A q'| (the
 /// row's constraint phi = nn . (p - p0) and its rate, for stabilisation); V as
-/// above; natural quantities theta1, omega1 and elbow (+1 or -1): theta2 =
+/// above; natural quantities theta1, omega1 and elbow (1 or -1, nothing else): theta2 =
 /// beta + elbow acos(-(nn . p0 + l1 cos(theta1 - beta)) / l2) puts the tip
 /// on the line, omega2 = -l1 sin(theta1 - beta) omega1 / (l2 sin(theta2 -
 /// beta)) keeps it there; no consistent state exists where the acos
@@ -52,6 +52,9 @@ struct TwoLinkArm {
   static constexpr int m = 1;  // tip on the line
   static constexpr std::array<const char*, n> coords{"theta1", "theta2"};
   static constexpr std::array<const char*, 3> initial_names{"theta1", "omega1", "elbow"};
+  static constexpr std::array<const char*, 3> initial_docs{
+      "angle of rod 1 from the x axis (rad)", "angular velocity of rod 1 (rad/s)",
+      "which of the two configurations: the sign of sin(theta2 - beta); omitted: 1 (one of 1, -1)"};
 
   struct Params {
     T m1 = T(1);      // mass of rod 1

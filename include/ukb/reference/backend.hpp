@@ -54,12 +54,16 @@ void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s
     for (int j = 0; j < Mo::n; ++j) x.q(j) = y.q[j], x.qd(j) = y.qd[j];
     // Every evaluation (location trials too) lowers min_rank.
     const ref::AccelFn f0 = ref::accel_fn<Mo>(p, s.eval());
-    int min_rank = Mo::m;
-    bool bad_rows = false;
+    int min_rank = Mo::m, max_rank = 0;
+    bool bad_rows = false, marginal = false;
     const ref::AccelFn f = [&](const Eigen::VectorXd& q, const Eigen::VectorXd& qd, double t) {
       ref::Result r = f0(q, qd, t);
-      if (r.status == Status::ok) min_rank = std::min(min_rank, r.rank);
-      if (r.status == Status::ok && r.inconsistent) bad_rows = true;
+      if (r.status == Status::ok) {
+        min_rank = std::min(min_rank, r.rank);
+        max_rank = std::max(max_rank, r.rank);
+        bad_rows = bad_rows || r.inconsistent;
+        marginal = marginal || r.marginal;
+      }
       return r;
     };
     auto monitor = [&](const ref::State& z) {
@@ -119,7 +123,9 @@ void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s
       };
       bool clean = true;
       min_rank = Mo::m;
+      max_rank = 0;
       bad_rows = false;
+      marginal = false;
       st = with_events && g != 0.0 ? checked_step(x, h, clean) : ref::rk4_step(f, x, h);
       if (st != Status::ok) break;
       if (with_events && !clean) {
@@ -138,6 +144,8 @@ void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s
         }
       }
       ref::Projected pr;
+      if (st == Status::ok && s.expected_rank >= 0 && (min_rank != s.expected_rank || max_rank != s.expected_rank))
+        st = Status::failed_rank;
       if (st == Status::ok && s.projection.on) {
         pr = ref::project<Mo>(p, x, s.projection.tol, s.projection.max_iter, s.rank_rtol);
         st = pr.status;
@@ -155,6 +163,10 @@ void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s
       }
       ++y.steps;
       if (min_rank < Mo::m) ++y.rank_drops;
+      // A change against the previous step (rank_prev holds 1 + its rank) or within this one.
+      if (max_rank != min_rank || (y.rank_prev != 0 && y.rank_prev != min_rank + 1)) ++y.rank_changes;
+      y.rank_prev = min_rank + 1;
+      if (marginal) ++y.rank_marginal;
       if (bad_rows) ++y.inconsistent;
       if (!pr.converged) ++y.proj_fails;
       if (with_events) {

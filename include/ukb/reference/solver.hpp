@@ -60,6 +60,9 @@ struct Result {
   /// each other (the definition the batch backends count; they compute the
   /// residual as B B^+ r - r, this backend as A q'' - b).
   bool inconsistent = false;
+  /// A singular value of B within a factor policy::rank_margin of the cut
+  /// rank_rtol * sigma_max, either side: the rank decision was marginal.
+  bool marginal = false;
 };
 
 /// The inconsistency rule of Result::inconsistent: `residual` = max|A q'' - b|

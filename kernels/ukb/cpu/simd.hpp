@@ -87,6 +87,10 @@ struct Lanes<cpu::Pack<T, W>> {
     for (int l = 0; l < W; ++l)
       if (m[l] && x[l] < r[l]) r[l] = x[l];
   }
+  static void raise(Int& r, const Mask& m, const Int& x) {
+    for (int l = 0; l < W; ++l)
+      if (m[l] && x[l] > r[l]) r[l] = x[l];
+  }
   static Mask is_zero(const Int& r) {
     Mask m(false);
     for (int l = 0; l < W; ++l) m[l] = r[l] == 0;

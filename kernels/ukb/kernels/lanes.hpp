@@ -52,6 +52,10 @@ struct Lanes {
   UKB_HD static void lower(int& r, bool m, int x) {
     if (m && x < r) r = x;
   }
+  /// r <- x where m and x > r.
+  UKB_HD static void raise(int& r, bool m, int x) {
+    if (m && x > r) r = x;
+  }
   /// True where r == 0.
   UKB_HD static bool is_zero(int r) { return r == 0; }
   /// r <- x where m and r == 0 (the first nonzero value stays).

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ukb/config.hpp"
+#include "ukb/policy.hpp"
 #include "ukb/kernels/lanes.hpp"
 
 namespace ukb::kernels {
@@ -152,6 +153,10 @@ struct PseudoInverse {
   int sweeps = 0;     // Jacobi sweeps used (the most of any lane that took Jacobi, or of
                       // any lane at all where some took Gram); 40 (max_sweeps): not converged
   Mask gram{false};   // true: the Gram–Cholesky route was taken (per lane)
+  /// The rank decision was marginal: a singular value within a factor
+  /// policy::rank_margin of the cut rtol * s_max (either side). Never on the
+  /// Gram route, which is certified with that margin.
+  Mask marginal{false};
 
   /// Largest certified condition bound of G for the Gram route, about
   /// eps^{-1/3}: 1.6e5 in double, 200 in float.
@@ -170,6 +175,7 @@ struct PseudoInverse {
     sweeps = 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
     gram = Mask(false);
+    marginal = Mask(false);
     if (allow_gram && Rows > 1) gram = try_gram(rtol);
     if (Lane::all(gram)) {
       rank = typename Lane::Int{};
@@ -180,7 +186,8 @@ struct PseudoInverse {
       if (Lane::any(gram)) {  // some lanes certified: Jacobi for the others on copies
         T Wj[Cols * Rows], Vj[Rows * Rows], sj[Rows];
         for (int k = 0; k < Cols * Rows; ++k) Wj[k] = W[k];
-        sweeps = jacobi(Wj, Vj, sj, rtol, rank);
+        sweeps = jacobi(Wj, Vj, sj, rtol, rank, marginal);
+        marginal = marginal && !gram;
         for (int k = 0; k < Cols * Rows; ++k) W[k] = Lane::select(gram, W[k], Wj[k]);
         for (int k = 0; k < Rows * Rows; ++k) Vrot[k] = Lane::select(gram, Vrot[k], Vj[k]);
         for (int i = 0; i < Rows; ++i) inv_s2[i] = Lane::select(gram, inv_s2[i], sj[i]);
@@ -188,7 +195,7 @@ struct PseudoInverse {
         return;
       }
     }
-    sweeps = jacobi(W, Vrot, inv_s2, rtol, rank);
+    sweeps = jacobi(W, Vrot, inv_s2, rtol, rank, marginal);
   }
 
   /// x <- B^+ y  (y: Rows, x: Cols).
@@ -249,9 +256,11 @@ struct PseudoInverse {
       }
     }
     const T bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
-    // Rank cut: s_min > rtol s_max with a margin of 100 (in s^2: 1e4).
+    // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
+    // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
+    using S = typename Lane::Scalar;
     return factored && is_finite(bound) && bound <= T(gram_kappa_max()) &&
-           bound * rtol * rtol < T(typename Lane::Scalar(1e-4));
+           bound * rtol * rtol < T(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
   }
 
   // Gram: z = G^{-1} y.
@@ -282,9 +291,10 @@ struct PseudoInverse {
 
   // One-sided Jacobi on W (Cols x Rows): rot (Rows x Rows) the rotations V, inv (Rows) 1 / s_i^2
   // or 0 for a dropped singular value, rank the kept ones; returns the
-  // sweeps. A lane whose pair needs no rotation keeps its columns as they
+  // sweeps; marginal where a singular value lies within policy::rank_margin
+  // of the cut. A lane whose pair needs no rotation keeps its columns as they
   // are (select), so every lane rotates exactly as a scalar would.
-  UKB_HD static int jacobi(T* W, T* rot, T* inv, T rtol, typename Lane::Int& rank) {
+  UKB_HD static int jacobi(T* W, T* rot, T* inv, T rtol, typename Lane::Int& rank, Mask& marginal) {
     using std::abs;
     using std::sqrt;
     for (int i = 0; i < Rows; ++i)
@@ -335,10 +345,13 @@ struct PseudoInverse {
     }
     rank = typename Lane::Int{};
     const T cut = rtol * rtol * s2_max;  // s_i > rtol s_max  <=>  s_i^2 > rtol^2 s_max^2
+    const T margin2 = T(S(policy::rank_margin) * S(policy::rank_margin));
+    marginal = Mask(false);
     for (int i = 0; i < Rows; ++i) {
       const Mask keep = s2[i] > cut && s2[i] > T(0);
       inv[i] = Lane::select(keep, T(1) / s2[i], T(0));
       Lane::count(rank, keep);
+      marginal = marginal || (s2[i] * margin2 > cut && s2[i] <= cut * margin2);
     }
     return sweeps;
   }

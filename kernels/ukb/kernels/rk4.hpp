@@ -30,6 +30,9 @@ struct StageSettings {
   /// if given: lowered to the smallest rank of B seen (per lane)
   typename Lanes<V>::Int* min_rank = nullptr;
   MaskOf<V>* inconsistent = nullptr;  ///< if given: set where an evaluation is inconsistent
+  /// if given: raised to the largest rank of B seen (per lane)
+  typename Lanes<V>::Int* max_rank = nullptr;
+  MaskOf<V>* marginal = nullptr;  ///< if given: set where a rank decision was marginal
 };
 
 /// One classical RK4 step of size h on (q, q', t), for one system or for
@@ -56,6 +59,8 @@ UKB_HD typename Lanes<V>::LaneStatus rk4_step(V* q, V* qd, V& t, std::type_ident
     const MaskOf<V> good = Lane::ok(s) && Lane::ok(st);
     if (ss.min_rank) Lane::lower(*ss.min_rank, good, k.rank);
     if (ss.inconsistent) *ss.inconsistent = *ss.inconsistent || (good && k.inconsistent);
+    if (ss.max_rank) Lane::raise(*ss.max_rank, good, k.rank);
+    if (ss.marginal) *ss.marginal = *ss.marginal || (good && k.marginal);
     Lane::merge(st, s);
     return Lane::any(Lane::ok(st));
   };

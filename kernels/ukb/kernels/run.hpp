@@ -94,7 +94,12 @@ struct EvaluateBody {
 /// after the projection, so a sign change due to the projection alone is
 /// not located. Every accepted step in which an evaluation (location trials
 /// included) found rank(B) < m counts in `rank_drops`, every one with an
-/// inconsistent evaluation in `inconsistent`.
+/// inconsistent evaluation in `inconsistent`; every one whose smallest
+/// rank differs from the previous step's, or whose evaluations disagree on
+/// the rank, in `rank_changes`; every one with a marginal rank decision (a
+/// singular value within policy::rank_margin of the cut) in
+/// `rank_marginal`. With `expected_rank` >= 0, a step with an evaluation of
+/// another rank fails with failed_rank (the state before it is kept).
 ///
 /// A system whose status is not ok is left alone; one whose step (or event
 /// location, or projection) fails keeps its last good state and gets the
@@ -103,6 +108,13 @@ struct EvaluateBody {
 /// step whose end state has a residual above the limit (or NaN) fails with
 /// failed_residual. The outcome does not depend on how the steps are split
 /// among calls.
+/// What the evaluations of one step found about B (SystemRun::feed).
+struct StepRanks {
+  int min = 0, max = 0;       ///< smallest and largest rank(B)
+  bool inconsistent = false;  ///< an evaluation was inconsistent
+  bool marginal = false;      ///< a rank decision was marginal
+};
+
 template <Model Mo, class Control = FixedStep>
 struct SystemRun {
   using T = typename Mo::Scalar;
@@ -115,7 +127,9 @@ struct SystemRun {
   T q0[n], qd0[n], t0{}, h{};
   bool clean = true;             ///< the step crossed no event
   int min_rank = m;              ///< smallest rank of B in its evaluations (trials included)
+  int max_rank = 0;              ///< largest rank of B in its evaluations (trials included)
   bool bad_rows = false;         ///< one of its evaluations was inconsistent
+  bool marginal = false;         ///< one of its rank decisions was marginal
   bool locating = false;         ///< it crossed the event: bisection trials follow
   Bisection<T> bisection{};
   T trial{};                     ///< the size of the trial being taken
@@ -161,7 +175,9 @@ struct SystemRun {
     ++begun;
     clean = true;
     min_rank = m;
+    max_rank = 0;
     bad_rows = false;
+    marginal = false;
     return true;
   }
 
@@ -180,17 +196,19 @@ struct SystemRun {
 
   /// The outcome of the step next() asked for: its status, its end state
   /// (q, q', t), whether it stayed clean (checked steps; true otherwise),
-  /// and the smallest rank of B and the inconsistency of its evaluations.
+  /// and what its evaluations found about B.
   UKB_HD void feed(const RunSettings<T>& s, Status st, const T* q, const T* qd, T t, bool step_clean,
-                   int rank, bool inconsistent) {
+                   const StepRanks& k) {
     if (st != Status::ok) {  // keep the state before the step
       f.status = static_cast<std::int32_t>(st);
       restore();
       locating = false;
       return;
     }
-    min_rank = rank < min_rank ? rank : min_rank;
-    bad_rows = bad_rows || inconsistent;
+    min_rank = k.min < min_rank ? k.min : min_rank;
+    max_rank = k.max > max_rank ? k.max : max_rank;
+    bad_rows = bad_rows || k.inconsistent;
+    marginal = marginal || k.marginal;
     if (locating) {  // a trial: the bracket narrows
       bisection.record(trial, step_clean);
       if (step_clean) set(q, qd, t);
@@ -244,7 +262,9 @@ struct SystemRun {
   UKB_HD void finish(const RunSettings<T>& s) {
     bool converged = true;
     Status st = Status::ok;
-    if (s.projection.on) st = project<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
+    if (s.expected_rank >= 0 && (min_rank != s.expected_rank || max_rank != s.expected_rank))
+      st = Status::failed_rank;
+    else if (s.projection.on) st = project<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
     if (st == Status::ok && !within_limit(s)) st = Status::failed_residual;
     if (st != Status::ok) {  // keep the state before this step
       f.status = static_cast<std::int32_t>(st);
@@ -253,6 +273,10 @@ struct SystemRun {
     }
     ++f.steps;
     f.rank_drops += min_rank < m ? 1 : 0;
+    const bool changed = max_rank != min_rank || (f.rank_prev != 0 && f.rank_prev != min_rank + 1);
+    f.rank_changes += changed ? 1 : 0;
+    f.rank_prev = min_rank + 1;
+    f.rank_marginal += marginal ? 1 : 0;
     f.inconsistent += bad_rows ? 1 : 0;
     f.proj_fails += converged ? 0 : 1;
     if constexpr (HasEvents<Mo>) {
@@ -301,13 +325,13 @@ UKB_HD void step_one(Run& r, const RunSettings<typename Mo::Scalar>& s) {
   constexpr int n = Mo::n;
   T q[n], qd[n], t = r.t0;
   for (int j = 0; j < n; ++j) q[j] = r.q0[j], qd[j] = r.qd0[j];
-  int min_rank = Mo::m;
-  bool bad_rows = false, clean = true;
-  const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &min_rank, &bad_rows};
+  StepRanks k{Mo::m, 0, false, false};
+  bool clean = true;
+  const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
   const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
   const Status st = Stepper::template step<Mo, T>(q, qd, t, r.size(), r.p, ss, check);
   if (st == Status::ok) check(q, qd, t);  // and the end state
-  r.feed(s, st, q, qd, t, clean, min_rank, bad_rows);
+  r.feed(s, st, q, qd, t, clean, k);
 }
 
 /// Integrates systems [first, last) of v (SystemRun documents what happens
@@ -382,10 +406,10 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, int first, int last,
       Lane::template gather<n>(qd, qd0);
       V t = Lane::gather(t0);
       const V hv = Lane::gather(h);
-      typename Lane::Int min_rank;
-      for (int l = 0; l < W; ++l) min_rank[l] = Mo::m;
-      MaskOf<V> bad_rows(false), clean(true);
-      const StageSettings<T, V> ss{s.rank_rtol, s.baumgarte, &min_rank, &bad_rows};
+      typename Lane::Int min_rank, max_rank;
+      for (int l = 0; l < W; ++l) min_rank[l] = Mo::m, max_rank[l] = 0;
+      MaskOf<V> bad_rows(false), marginal(false), clean(true);
+      const StageSettings<T, V> ss{s.rank_rtol, s.baumgarte, &min_rank, &bad_rows, &max_rank, &marginal};
       const EventCheck<Mo, V> check{&P, Lane::gather(g0), Lane::mask(checks), &clean};
       const typename Lane::LaneStatus st = Stepper::template step<Mo, V>(q, qd, t, hv, P, ss, check);
       check(q, qd, t);  // and the end states (failed lanes: dropped by feed)
@@ -399,7 +423,8 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, int first, int last,
       Lane::scatter(t, te);
       for (int l = 0; l < W; ++l)
         if (live[l])
-          r[l].feed(s, st[l], qe[l], qde[l], te[l], clean[l], min_rank[l], bad_rows[l]);
+          r[l].feed(s, st[l], qe[l], qde[l], te[l], clean[l],
+                    StepRanks{min_rank[l], max_rank[l], bool(bad_rows[l]), bool(marginal[l])});
     } else {
       step_one<Mo, Stepper>(r[0], s);
     }

@@ -47,6 +47,7 @@ struct Accel {
   V lambda[Mo::m];       ///< multipliers (A M^{-1} A^T)^+ (b - A a)
   typename Lanes<V>::Int rank{};         ///< numerical rank of B = A L^{-T}
   MaskOf<V> inconsistent{false};  ///< |A q'' - b| above policy::consistency_rtol (see there)
+  MaskOf<V> marginal{false};      ///< the rank decision was marginal (PseudoInverse::marginal)
 };
 
 /// How the kernels call a model's functions (mass, force, constraints and
@@ -134,6 +135,7 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   PseudoInverse<m, n, V> pinv;
   pinv.factor(B, V(rank_rtol));
   out.rank = pinv.rank;
+  out.marginal = pinv.marginal;
 
   // Ideal part: z = B^+ r, Qc_ideal = L z, lambda = (B B^T)^+ r.
   V z[n];

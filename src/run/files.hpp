@@ -1,0 +1,120 @@
+// Files written and read by ukb in a way a hostile or unlucky environment
+// cannot turn against the user (internal to the ukb_run library; the CLI
+// uses it too):
+//  - AtomicFile: an output written under a temporary name that is unique to
+//    this process and created with O_CREAT|O_EXCL|O_NOFOLLOW (never opened
+//    through a planted symbolic link, never another process's temporary),
+//    every write checked, then renamed onto its target; removed on every
+//    failure path.
+//  - DirLock: an advisory lock (flock) on DIR/.ukb.lock held for the life of
+//    a run, so that an output directory belongs to one run at a time.
+//  - read_text: a config file read with a size cap (not a directory, not
+//    /dev/zero).
+//  - available_memory: the memory a run may use: physical memory, the
+//    address-space limit (ulimit -v) and the cgroup's limit, whichever is
+//    smallest, with its name for messages.
+//  - StdoutWriter: standard output with every write checked.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace ukb::run {
+
+namespace fs = std::filesystem;
+
+/// A file written under a unique temporary name in its target's directory
+/// and renamed onto the target by publish(). The destructor removes the
+/// temporary unless it was published. Failures throw WriteError (an I/O
+/// error: the message names the file and the cause) or ConfigError (the
+/// target is a directory, or the directory cannot be written).
+class AtomicFile {
+ public:
+  /// `what` begins every message (e.g. "--out" or "results.csv").
+  AtomicFile(fs::path target, std::string what);
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  /// The stream to write to (binary; its failures are reported by close()).
+  std::ostream& stream();
+  /// Writes raw bytes (a checked write, for binary formats).
+  void write(const void* p, std::size_t n);
+  /// Flushes, syncs to the disk when `sync`, and closes; throws WriteError
+  /// on any failure of a write, of the sync or of the close.
+  void close(bool sync = false);
+  /// Renames the closed temporary onto the target (the directory synced when
+  /// close(true) was used).
+  void publish();
+
+  const fs::path& target() const { return target_; }
+  const fs::path& temporary() const { return tmp_; }
+
+ private:
+  struct Buf;
+  [[noreturn]] void fail(const std::string& what, int err);
+
+  fs::path target_, tmp_;
+  std::string what_;
+  std::unique_ptr<Buf> buf_;
+  std::unique_ptr<std::ostream> os_;
+  bool closed_ = false, synced_ = false, published_ = false;
+};
+
+/// An exclusive advisory lock on DIR/.ukb.lock (flock), which holds the
+/// holder's pid; released (and the file removed) on destruction. Throws
+/// ConfigError naming the holder's pid where another process holds it.
+class DirLock {
+ public:
+  DirLock(const fs::path& dir, const std::string& origin);
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  ~DirLock();
+
+  static constexpr const char* name = ".ukb.lock";
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+/// The largest config file read (bytes).
+inline constexpr std::uintmax_t max_config_bytes = 16u << 20;
+
+/// The text of the file at `path`, at most `cap` bytes; throws ConfigError
+/// (starting with `path`) for a directory, an unreadable file or a longer one.
+std::string read_text(const std::string& path, std::uintmax_t cap);
+
+/// The memory this process may use, and what limits it ("this machine's
+/// memory", "the address-space limit (ulimit -v)", "the cgroup's memory
+/// limit"), with what it already uses subtracted for the last two.
+struct MemoryLimit {
+  double bytes = 0;  ///< 0 where nothing is known
+  std::string what;
+};
+MemoryLimit available_memory();
+
+/// Standard output as a stream whose every write is checked: finish()
+/// flushes it and throws WriteError with the cause where a write failed
+/// (a full disk, /dev/full). The commands write their results through it.
+class StdoutWriter {
+ public:
+  StdoutWriter();
+  StdoutWriter(const StdoutWriter&) = delete;
+  StdoutWriter& operator=(const StdoutWriter&) = delete;
+  ~StdoutWriter();
+  std::ostream& stream();
+  /// True once a write has failed (a long output may stop early).
+  bool failed() const;
+  void finish();
+
+ private:
+  struct Buf;
+  std::unique_ptr<Buf> buf_;
+  std::unique_ptr<std::ostream> os_;
+};
+
+}  // namespace ukb::run
