@@ -113,7 +113,7 @@ TEST(Engine, CpuTrajectoriesMatchReferenceRk4) {
   for_each_model_template([]<template <class> class Model>() {
     using Mo = Model<double>;
     for (int N : kSizes) {
-      const long steps = (N > 100 && Mo::n > 6) ? 20 : sanitized_shorter(1000, 4);
+      const long steps = (N > 100 && Mo::n > 6) ? 20 : sanitized_shorter(1000, 8);
       SCOPED_TRACE(std::string(Mo::name) + " N=" + std::to_string(N));
       RandomBatch<Model> fast(N, 200 + N);
       Rng rng(250 + N);

@@ -253,6 +253,16 @@ std::string read_text(const std::string& path, std::uintmax_t cap) {
 
 namespace {
 
+// The value of `key` in a "key value" per line file (memory.stat), or -1.
+double read_stat(const fs::path& p, const std::string& key) {
+  std::ifstream f(p);
+  std::string k;
+  double v = 0;
+  while (f >> k >> v)
+    if (k == key) return v;
+  return -1;
+}
+
 // A number from a one-line file ("max" and absent files give -1).
 double read_number(const fs::path& p) {
   std::ifstream f(p);
@@ -290,23 +300,29 @@ MemoryLimit available_memory() {
       consider(static_cast<double>(r.rlim_cur) - used_vm, name);
   }
 
-  // cgroup v2: this process's group and its ancestors; v1: the memory controller.
+  // This process's cgroup and its ancestors: v2 (memory.max) and v1 (the
+  // memory controller's memory.limit_in_bytes). What a group uses counts its
+  // anonymous memory only: page cache is given back under pressure.
+  auto walk = [&](fs::path g, const fs::path& root, const char* limit_file, const char* stat_key) {
+    for (int depth = 0; depth < 64; ++depth) {
+      const double max = read_number(g / limit_file);
+      if (max >= 0 && max < 1e18) {
+        const double used = read_stat(g / "memory.stat", stat_key);
+        consider(max - std::max(used, 0.0), "the cgroup's memory limit (" + (g / limit_file).string() + ")");
+      }
+      if (g == root || !g.has_parent_path() || g.parent_path() == g) break;
+      g = g.parent_path();
+    }
+  };
   std::ifstream cg("/proc/self/cgroup");
   for (std::string line; std::getline(cg, line);) {
-    if (line.rfind("0::", 0) == 0) {
-      fs::path g = fs::path("/sys/fs/cgroup") / fs::path(line.substr(3)).relative_path();
-      for (int depth = 0; depth < 64; ++depth) {
-        const double max = read_number(g / "memory.max"), cur = read_number(g / "memory.current");
-        if (max >= 0) consider(max - std::max(cur, 0.0), "the cgroup's memory limit (" + (g / "memory.max").string() + ")");
-        if (g == "/sys/fs/cgroup" || !g.has_parent_path() || g.parent_path() == g) break;
-        g = g.parent_path();
-      }
-    }
-  }
-  const double v1 = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-  if (v1 > 0 && v1 < 1e18) {
-    const double cur = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes");
-    consider(v1 - std::max(cur, 0.0), "the cgroup's memory limit (memory.limit_in_bytes)");
+    const std::size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const fs::path rel = fs::path(line.substr(c2 + 1)).relative_path();
+    if (controllers.empty()) walk(fs::path("/sys/fs/cgroup") / rel, "/sys/fs/cgroup", "memory.max", "anon");
+    if (controllers == "memory")
+      walk(fs::path("/sys/fs/cgroup/memory") / rel, "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "total_rss");
   }
   return best;
 }
