@@ -890,6 +890,8 @@ TEST(Resume, SignalsAtRandomInstantsThenResumeGiveTheSameResults) {
     ++interrupted;
     EXPECT_EQ(code, sig == SIGINT ? 130 : 143) << slurp(err);
     EXPECT_NE(slurp(err).find("continue with: ukb run --resume " + dir), std::string::npos) << slurp(err);
+    EXPECT_NE(slurp(err).find("stopping: finishing the current chunk, then writing a checkpoint"), std::string::npos)
+        << "the first signal says what it does: " << slurp(err);
     EXPECT_FALSE(fs::exists(fs::path(dir) / "results.csv"));
     const CliRun r = run_cli("run --resume " + dir + " --quiet");
     EXPECT_EQ(r.code, 0) << r.err;

@@ -81,11 +81,12 @@ class Output {
   void commit() {
     for (auto& f : files_) f->close();
     for (auto& f : files_) f->publish();
+    std::error_code ec;
     for (const char* n : output_files)
       if (std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
-        fs::remove(dir_ / n);
-    remove_checkpoint();  // the run is complete
+        fs::remove(dir_ / n, ec);  // a stale file left is harmless: every file of this run is in place
     committed_ = true;
+    remove_checkpoint();  // the run is complete
   }
 
   // Removes the outputs of an earlier run into the directory: once this
@@ -95,7 +96,13 @@ class Output {
     for (const char* n : output_files) fs::remove(dir_ / n, ec);
   }
 
-  void remove_checkpoint() { fs::remove(dir_ / checkpoint_name); }
+  void remove_checkpoint() {
+    std::error_code ec;
+    fs::remove(dir_ / checkpoint_name, ec);
+    if (ec)  // it would make the directory look unfinished
+      throw WriteError("'" + (dir_ / checkpoint_name).string() + "' cannot be removed (" + ec.message() +
+                       "); the run is complete and its outputs are in place: delete it by hand");
+  }
 
   // The directory holds a checkpoint now: keep it whatever happens.
   void keep() { created_.clear(); }
