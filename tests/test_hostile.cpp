@@ -277,7 +277,15 @@ TEST(Hostile, TrajectoryOutputFailuresLeaveNothingBehind) {
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_TRUE(contains(r.err, "File too large")) << r.err;
   EXPECT_TRUE(fs::is_empty(where)) << "no output and no temporary";
+  // A device as --out is written in place, never replaced by a file.
+  a = traj;
+  a.insert(a.end(), {"--out", "/dev/null"});
+  r = run_child(a);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
   // Unhindered, the file is complete.
+  a = traj;
+  a.insert(a.end(), {"--out", (where / "t.csv").string()});
   r = run_child(a);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_GT(fs::file_size(where / "t.csv"), 4096u);

@@ -346,8 +346,9 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_signal.store(sig);
   // Say what the signal does (write(2) is async-signal-safe).
   static const char msg[] =
-      "\nukb run: stopping: finishing the current chunk, then writing a checkpoint "
-      "(a second signal ends the process at once; the last checkpoint stays)\n";
+      "\nukb run: stopping: finishing the current chunk, then writing a checkpoint (during the last "
+      "chunk or the outputs the run completes instead; a second signal ends the process at once, the "
+      "last checkpoint stays)\n";
   const int saved = errno;
   (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
   errno = saved;

@@ -411,6 +411,8 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   };
   try {
     return execute_in(c, o, dir, planned);
+  } catch (const CompleteRunError& e) {
+    throw WriteError(e.what());
   } catch (const WriteError& e) {
     throw WriteError(e.what() + kept());
   } catch (const std::bad_alloc&) {

@@ -97,8 +97,21 @@ struct AtomicFile::Buf : FdBuf {
 
 AtomicFile::AtomicFile(fs::path target, std::string what) : target_(std::move(target)), what_(std::move(what)) {
   struct stat st {};
-  if (::lstat(target_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+  if (::stat(target_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw ConfigError(what_ + ": '" + target_.string() + "' is a directory; expected a file name");
+  // A device, a FIFO or a socket (/dev/null, /dev/stdout, a process
+  // substitution): written directly, with every write checked; never
+  // replaced by a regular file.
+  if (::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      throw ConfigError(what_ + ": cannot write '" + target_.string() + "' (" + errtext(err) + ")");
+    }
+    direct_ = true;
+    adopt(fd);
+    return;
+  }
   const fs::path dir = target_.parent_path();
   // Built with append (g++ 12's -Wrestrict misreads chains of operator+).
   std::string base = ".";
@@ -120,8 +133,18 @@ AtomicFile::AtomicFile(fs::path target, std::string what) : target_(std::move(ta
     if (io_failure(err)) throw WriteError(msg);
     throw ConfigError(msg);
   }
-  buf_ = std::make_unique<Buf>(fd);
-  os_ = std::make_unique<std::ostream>(buf_.get());
+  adopt(fd);
+}
+
+void AtomicFile::adopt(int fd) {
+  try {
+    buf_ = std::make_unique<Buf>(fd);
+    os_ = std::make_unique<std::ostream>(buf_.get());
+  } catch (...) {  // no destructor will run: nothing may be left behind
+    ::close(fd);
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    throw;
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -136,9 +159,10 @@ void AtomicFile::write(const void* p, std::size_t n) {
 }
 
 void AtomicFile::fail(const std::string& what, int err) {
+  failed_ = true;
   if (buf_->fd >= 0) ::close(buf_->fd);
   buf_->fd = -1;
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
   throw WriteError(what_ + ": " + what + " '" + target_.string() + "' failed (" + errtext(err) + ")");
 }
@@ -148,13 +172,13 @@ void AtomicFile::close(bool sync) {
   closed_ = true;
   os_->flush();
   if (buf_->err || !*os_) fail("writing", buf_->err);
-  if (sync && ::fsync(buf_->fd) != 0) fail("syncing", errno);
+  if (sync && !direct_ && ::fsync(buf_->fd) != 0) fail("syncing", errno);
   const int fd = buf_->fd;
   buf_->fd = -1;
   if (::close(fd) != 0) {
-    buf_->fd = -1;
+    failed_ = true;
     const int err = errno;
-    ::unlink(tmp_.c_str());
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
     tmp_.clear();
     throw WriteError(what_ + ": closing '" + target_.string() + "' failed (" + errtext(err) + ")");
   }
@@ -163,6 +187,11 @@ void AtomicFile::close(bool sync) {
 
 void AtomicFile::publish() {
   close();
+  if (failed_) throw std::logic_error("AtomicFile::publish after a failed close");
+  if (direct_) {  // written in place
+    published_ = true;
+    return;
+  }
   if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
@@ -279,26 +308,29 @@ double read_number(const fs::path& p) {
 
 MemoryLimit available_memory() {
   MemoryLimit best;
+  // bytes: what a limit leaves (a limit already exhausted leaves 1 byte).
   auto consider = [&](double bytes, const std::string& what) {
-    if (bytes < 0 || !std::isfinite(bytes)) return;
-    if (best.bytes == 0 || bytes < best.bytes) best = {std::max(bytes, 1.0), what};
+    if (!std::isfinite(bytes)) return;
+    bytes = std::max(bytes, 1.0);
+    if (best.bytes == 0 || bytes < best.bytes) best = {bytes, what};
   };
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) consider(static_cast<double>(pages) * static_cast<double>(page), "this machine's memory");
 
-  // ulimit -v: the limit less the address space in use already.
-  double used_vm = 0;
+  // ulimit -v and -d: the limit less the address space (resp. the data
+  // segment) in use already (/proc/self/statm: fields 1 and 6, in pages).
+  double used_vm = 0, used_data = 0;
   {
     std::ifstream statm("/proc/self/statm");
-    double size_pages = 0;
-    if (statm >> size_pages && page > 0) used_vm = size_pages * static_cast<double>(page);
+    double f[6] = {};
+    for (double& x : f) statm >> x;
+    if (statm && page > 0) used_vm = f[0] * static_cast<double>(page), used_data = f[5] * static_cast<double>(page);
   }
-  for (const auto& [res, name] : {std::pair{RLIMIT_AS, "the address-space limit (ulimit -v)"},
-                                  std::pair{RLIMIT_DATA, "the data-segment limit (ulimit -d)"}}) {
-    struct rlimit r {};
-    if (::getrlimit(res, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
-      consider(static_cast<double>(r.rlim_cur) - used_vm, name);
-  }
+  struct rlimit r {};
+  if (::getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<double>(r.rlim_cur) - used_vm, "the address-space limit (ulimit -v)");
+  if (::getrlimit(RLIMIT_DATA, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<double>(r.rlim_cur) - used_data, "the data-segment limit (ulimit -d)");
 
   // This process's cgroup and its ancestors: v2 (memory.max) and v1 (the
   // memory controller's memory.limit_in_bytes). What a group uses counts its

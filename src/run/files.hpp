@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 
 /// A file written under a unique temporary name in its target's directory
 /// and renamed onto the target by publish(). The destructor removes the
-/// temporary unless it was published. Failures throw WriteError (an I/O
+/// temporary unless it was published. A target that exists and is a device,
+/// a FIFO or a socket (/dev/null, /dev/stdout, a process substitution) is
+/// written in place instead. Failures throw WriteError (an I/O
 /// error: the message names the file and the cause) or ConfigError (the
 /// target is a directory, or the directory cannot be written).
 class AtomicFile {
@@ -56,12 +58,14 @@ class AtomicFile {
  private:
   struct Buf;
   [[noreturn]] void fail(const std::string& what, int err);
+  void adopt(int fd);
 
   fs::path target_, tmp_;
   std::string what_;
   std::unique_ptr<Buf> buf_;
   std::unique_ptr<std::ostream> os_;
-  bool closed_ = false, synced_ = false, published_ = false;
+  bool closed_ = false, synced_ = false, published_ = false, failed_ = false;
+  bool direct_ = false;  ///< a device or FIFO target, written in place
 };
 
 /// An exclusive advisory lock on DIR/.ukb.lock (flock), which holds the

@@ -29,6 +29,11 @@ std::string g17(double v);
 inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv",
                                                "run.json"};
 
+/// A write error after the run's outputs are in place (nothing to resume).
+struct CompleteRunError : WriteError {
+  using WriteError::WriteError;
+};
+
 /// The output directory of one run: locked for the run's life (DirLock:
 /// a second run, or a --resume of a live run, is refused naming the
 /// holder's pid), its files written under unique temporary names
@@ -57,7 +62,7 @@ class Output {
     try {
       lock_ = std::make_unique<DirLock>(dir_, origin);
     } catch (...) {
-      if (!created.empty() && fs::is_empty(dir_, ec)) fs::remove_all(created, ec);
+      remove_created(created);
       throw;
     }
     created_ = created;
@@ -75,11 +80,13 @@ class Output {
     return *files_.back();
   }
 
-  // Renames every file into place and removes the outputs of an earlier run
-  // into the same directory that this run did not write (they would not
-  // belong to it).
+  // Renames every file into place (synced to the disk first, and the
+  // directory after: the checkpoint removed next is then no longer needed
+  // even after a power cut) and removes the outputs of an earlier run into
+  // the same directory that this run did not write (they would not belong
+  // to it).
   void commit() {
-    for (auto& f : files_) f->close();
+    for (auto& f : files_) f->close(/*sync=*/true);
     for (auto& f : files_) f->publish();
     std::error_code ec;
     for (const char* n : output_files)
@@ -100,8 +107,8 @@ class Output {
     std::error_code ec;
     fs::remove(dir_ / checkpoint_name, ec);
     if (ec)  // it would make the directory look unfinished
-      throw WriteError("'" + (dir_ / checkpoint_name).string() + "' cannot be removed (" + ec.message() +
-                       "); the run is complete and its outputs are in place: delete it by hand");
+      throw CompleteRunError("'" + (dir_ / checkpoint_name).string() + "' cannot be removed (" + ec.message() +
+                             "); the run is complete and its outputs are in place: delete it by hand");
   }
 
   // The directory holds a checkpoint now: keep it whatever happens.
@@ -114,22 +121,35 @@ class Output {
   // (".results.csv.PID.tmp"): with the lock held, none is being written.
   // unlink never follows a link.
   void remove_stale_temporaries() {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-      const std::string n = entry.path().filename().string();
+    std::error_code ec, rm;
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
       if (n.size() < 6 || n[0] != '.' || n.compare(n.size() - 4, 4, ".tmp") != 0) continue;
       bool ours = n.rfind(std::string(".") + checkpoint_name + ".", 0) == 0;
       for (const char* o : output_files) ours = ours || n.rfind(std::string(".") + o + ".", 0) == 0;
-      if (ours) fs::remove(entry.path(), ec);
+      if (ours) fs::remove(it->path(), rm);
+    }
+  }
+
+  // The directories this run created, from dir_ up to `top`, each removed
+  // only if empty (rmdir, never recursive): another run that has taken the
+  // directory in the meantime keeps it and everything in it.
+  void remove_created(const fs::path& top) {
+    if (top.empty()) return;
+    std::error_code ec;
+    fs::path d = dir_.lexically_normal();
+    if (!d.has_filename()) d = d.parent_path();  // "out/" -> "out"
+    for (;; d = d.parent_path()) {
+      if (!fs::remove(d, ec) || ec) return;  // not empty (or gone): stop
+      if (d == top || !d.has_parent_path() || d.parent_path() == d) return;
     }
   }
 
   void cleanup() {
-    files_.clear();  // their temporaries are removed
-    std::error_code ec;
+    files_.clear();  // their temporaries are removed, under the lock
     if (!created_.empty()) {
-      lock_.reset();
-      fs::remove_all(created_, ec);
+      lock_.reset();  // the lock file goes; the directories then only if empty
+      remove_created(created_);
     }
   }
 
