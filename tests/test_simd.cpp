@@ -89,12 +89,15 @@ int lanes_match_scalar(int N, const RunOptions& run) {
 }
 
 // Which models the tests below run with their inputs on packs (rebind, in
-// double) and which lane by lane: both paths are covered.
+// double; in float with rebind_float) and which lane by lane: both paths are
+// covered in both types.
 static_assert(kernels::PackInputs<models::PlanarChain6<double>, cpu::Pack<double, 8>>);
 static_assert(kernels::PackInputs<models::BeadOnRing<double>, cpu::Pack<double, 8>>);
 static_assert(kernels::PackInputs<models::RedundantPendulum<double>, cpu::Pack<double, 8>>);
 static_assert(!kernels::PackInputs<models::TwoLinkArm<double>, cpu::Pack<double, 8>>);
-static_assert(!kernels::PackInputs<models::PlanarChain6<float>, cpu::Pack<float, 16>>);
+static_assert(kernels::PackInputs<models::PlanarChain6<float>, cpu::Pack<float, 16>>);
+static_assert(kernels::PackInputs<models::BeadOnRing<float>, cpu::Pack<float, 16>>);
+static_assert(!kernels::PackInputs<models::TwoLinkArm<float>, cpu::Pack<float, 16>>);
 
 TEST(Simd, LanesIntegrateEveryModelBitwiseAsOneSystemAtATime) {
   // 83 systems: 10 full packs of 8 doubles (5 of 16 floats) and a tail;

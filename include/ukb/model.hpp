@@ -35,7 +35,7 @@
 /// | `initial_names` (std::array) + `initial_state(ic, p, q, qd)` | natural initial quantities (e.g. an angle and a rate) mapped to a consistent state; returns false where no consistent state exists. Optional `initial_docs` (std::array, one per name): their descriptions, ending like a parameter's in "(> x)", "(>= x)" or "(one of a, b)", which `ukb run` enforces |
 /// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
-/// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass`, `force`, `constraints` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double, instead of lane by lane. Give it only where those functions are branch-free on values (no `if`, `?:` or `std::max` on state or parameters) and use + - * / and `sqrt` only, so that a lane rounds as a scalar (transcendental functions of a pack and of a scalar may differ in the last bit; `Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
+/// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass`, `force`, `constraints` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double (and in float where the model also declares `static constexpr bool rebind_float = true`, its non-integer literals written `ukb::lit<T>(x)`), instead of lane by lane. Give it only where those functions are branch-free on values (no `if`, `?:` or `std::max` on state or parameters) and use + - * / and `sqrt` only, so that a lane rounds as a scalar (transcendental functions of a pack and of a scalar may differ in the last bit; `Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
 ///
 /// **Pure functions.** The CPU backend steps 8 (16) systems in lockstep and
 /// may call `mass`, `force`, `constraints`, `nonideal` and `event` for a
@@ -64,6 +64,21 @@
 #include "ukb/config.hpp"
 
 namespace ukb {
+
+/// A literal in a model's arithmetic type T: T(x) where T takes a double
+/// (numbers, packs of doubles), else the value converted to T's scalar
+/// first (a pack of floats refuses a double in its broadcast constructor). Bitwise T(x) of
+/// the scalar type either way. Models that give `rebind` write their
+/// non-integer literals with it (`lit<T>(0.5)`, `T g = lit<T>(9.81)`), so
+/// that they also run on float packs.
+template <class T>
+UKB_HD constexpr T lit(double x) {
+  if constexpr (std::is_constructible_v<T, double>) {
+    return T(x);
+  } else {
+    return T(static_cast<typename T::value_type>(x));
+  }
+}
 
 namespace detail {
 /// Visitor used only to check that `visit_params` accepts a callable.

@@ -40,6 +40,7 @@ struct BeadOnRing {
   /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
   template <class U>
   using rebind = BeadOnRing<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "bead_on_ring";
   static constexpr const char* summary =
       "bead on a vertical circular ring centred at the origin, gravity along -y, "
@@ -52,8 +53,8 @@ struct BeadOnRing {
   struct Params {
     T m = T(1);      // bead mass
     T R = T(1);      // ring radius
-    T g = T(9.81);   // gravitational acceleration
-    T mu = T(0.2);   // sliding-friction coefficient
+    T g = lit<T>(9.81);   // gravitational acceleration
+    T mu = lit<T>(0.2);   // sliding-friction coefficient
   };
 
   template <class P, class F>

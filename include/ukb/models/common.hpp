@@ -145,7 +145,7 @@ UKB_HD inline void circle_residual(const T* q, const T* qd, T r, T& pos, T& vel)
 /// b = -(x'^2 + y'^2): phi = (|q|^2 - r^2) / 2 and phi' = q . q'.
 template <class T>
 UKB_HD inline void circle_row(const T* q, const T* qd, T r, T& phi, T& phid) {
-  phi = T(0.5) * ((q[0] * q[0] + q[1] * q[1]) - r * r);
+  phi = lit<T>(0.5) * ((q[0] * q[0] + q[1] * q[1]) - r * r);
   phid = q[0] * qd[0] + q[1] * qd[1];
 }
 

@@ -53,6 +53,7 @@ struct PlanarChain {
   /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
   template <class U>
   using rebind = PlanarChain<U, K>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = detail::chain_name(K);
   static constexpr const char* summary =
       "K point masses in the vertical plane joined by rigid links of length l, the first "
@@ -76,7 +77,7 @@ struct PlanarChain {
   struct Params {
     T m = T(1);     // mass of each point
     T l = T(1);     // length of each link
-    T g = T(9.81);  // gravitational acceleration
+    T g = lit<T>(9.81);  // gravitational acceleration
     T c = T(0);     // damping coefficient
   };
 
@@ -159,7 +160,7 @@ struct PlanarChain {
     for (int k = 0; k < K; ++k) {
       T dx, dy, ux, uy;
       link(q, qd, k, dx, dy, ux, uy);
-      phi[k] = T(0.5) * ((dx * dx + dy * dy) - p.l * p.l);
+      phi[k] = lit<T>(0.5) * ((dx * dx + dy * dy) - p.l * p.l);
       phid[k] = dx * ux + dy * uy;
     }
   }

@@ -35,6 +35,7 @@ struct RedundantPendulum {
   /// sqrt only, so the CPU backend calls them on SIMD packs (model.hpp).
   template <class U>
   using rebind = RedundantPendulum<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "redundant_pendulum";
   static constexpr const char* summary =
       "planar pendulum in Cartesian coordinates with its length constraint stated twice "
@@ -47,7 +48,7 @@ struct RedundantPendulum {
   struct Params {
     T m = T(1);     // bob mass
     T l = T(1);     // rod length
-    T g = T(9.81);  // gravitational acceleration
+    T g = lit<T>(9.81);  // gravitational acceleration
     T c = T(0);     // damping coefficient
   };
 

@@ -139,14 +139,14 @@ struct Lanes<cpu::Pack<T, W>> {
 
 /// Models whose mass, force, constraints (and constraint rows) run on a
 /// pack V directly: those that give `rebind` (model.hpp) whose rebound
-/// model meets the Model concept, in double, and whose `rebind` at their own
-/// scalar is the model itself (a model derived from another inherits its
-/// `rebind`, which names the base: such a model runs lane by lane). (In
-/// float the models' double literals, such as T(9.81), would not compile: a
-/// pack's broadcast constructor takes only conversions that lose nothing,
-/// and double to float may.)
+/// model meets the Model concept, and whose `rebind` at their own scalar is
+/// the model itself (a model derived from another inherits its `rebind`,
+/// which names the base: such a model runs lane by lane); in double, and in
+/// float where the model also says `static constexpr bool rebind_float =
+/// true` (its non-integer literals written with `ukb::lit<T>(x)`, model.hpp:
+/// a float pack's broadcast constructor refuses a double such as 9.81).
 template <class Mo, class V>
-concept PackInputs = sizeof(typename Mo::Scalar) == 8 && requires {
+concept PackInputs = (sizeof(typename Mo::Scalar) == 8 || requires { requires Mo::rebind_float; }) && requires {
   typename Mo::template rebind<V>;
   requires Model<typename Mo::template rebind<V>>;
   requires std::same_as<typename Mo::template rebind<typename Mo::Scalar>, Mo>;
