@@ -114,8 +114,6 @@ class Output {
   // The directory holds a checkpoint now: keep it whatever happens.
   void keep() { created_.clear(); }
 
-  const fs::path& dir() const { return dir_; }
-
  private:
   // Temporaries of our files left by a process killed while writing them
   // (".results.csv.PID.tmp"): with the lock held, none is being written.
