@@ -22,6 +22,14 @@ inline std::string unique_path(const std::string& leaf) {
       .string();
 }
 
+// The whole content of a file ("" if it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 struct CliRun {
   int code;
   std::string out, err;

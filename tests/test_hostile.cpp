@@ -38,14 +38,8 @@ namespace {
 namespace fs = std::filesystem;
 using ukb::test::CliRun;
 using ukb::test::run_cli;
+using ukb::test::slurp;
 using ukb::test::unique_path;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::string ring_config(long samples, const std::string& seed = "7", const std::string& extra = "") {
   return "model = \"bead_on_ring\"\nsamples = " + std::to_string(samples) + "\nseed = " + seed +

@@ -42,13 +42,6 @@ using run::Dist;
 
 constexpr double kG = 9.81;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // A CSV file by column name.
 struct Csv {
   std::vector<std::string> names;

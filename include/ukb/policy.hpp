@@ -75,8 +75,7 @@ inline constexpr double rank_margin = 100.0;
 /// smaller step is refused by `ukb run` and `ukb trajectory` alike (the time
 /// would stand still).
 inline bool step_advances_time(double t0, double t_last, double dt) {
-  const double big = (t0 < 0 ? -t0 : t0) > (t_last < 0 ? -t_last : t_last) ? (t0 < 0 ? -t0 : t0)
-                                                                            : (t_last < 0 ? -t_last : t_last);
+  const double a = t0 < 0 ? -t0 : t0, b = t_last < 0 ? -t_last : t_last, big = a > b ? a : b;
   return t_last - t_last == 0 && big + dt * 1e-3 > big;
 }
 

@@ -34,6 +34,7 @@
 
 #include "cli.hpp"
 #include "files.hpp"
+#include "output.hpp"
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/policy.hpp"
@@ -57,13 +58,6 @@ std::string trim(std::string s) {
   const auto b = s.find_first_not_of(" \t");
   const auto e = s.find_last_not_of(" \t");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-/// A number as written by ukb (17 significant digits: it reads back the same).
-std::string g17(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
 }
 
 /// Parses a finite number; `what` names the option for the message.
@@ -239,7 +233,7 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
   if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
   if (!(rank_rtol >= 0 && rank_rtol < 1))
-    throw UsageError("--rank-rtol: expected a number in [0, 1), got " + g17(rank_rtol));
+    throw UsageError("--rank-rtol: expected a number in [0, 1), got " + ukb::run::g17(rank_rtol));
   const ukb::Backend be = check_backend(backend);
 
   const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);
@@ -271,7 +265,7 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
     throw UsageError("--steps: expected an integer in [1, 1e9], got " + std::to_string(steps));
   if (every < 1) throw UsageError("--every: expected an integer >= 1");
   if (!ukb::policy::step_advances_time(t0, t0 + static_cast<double>(steps) * dt, dt))
-    throw UsageError("--dt: the time step " + g17(dt) + " is too small to advance the time from --t0 " + g17(t0) +
+    throw UsageError("--dt: the time step " + ukb::run::g17(dt) + " is too small to advance the time from --t0 " + ukb::run::g17(t0) +
                      " over " + std::to_string(steps) + " steps; expected a larger dt or a smaller time");
 
   // A file is written under a unique temporary name and renamed when
@@ -412,7 +406,7 @@ int cmd_run(const RunArgs& a) {
                                   : static_cast<double>(c.run.max_steps);
     const double total = per_sample * static_cast<double>(c.samples);
     if (total > 1e11)
-      std::cerr << "ukb run: up to " << g17(per_sample) << " steps per sample, " << g17(total)
+      std::cerr << "ukb run: up to " << ukb::run::g17(per_sample) << " steps per sample, " << ukb::run::g17(total)
                 << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
                    "SIGINT or SIGTERM stops it with a checkpoint (ukb run --resume continues)\n";
   }

@@ -373,8 +373,6 @@ StdoutWriter::~StdoutWriter() = default;
 
 std::ostream& StdoutWriter::stream() { return *os_; }
 
-bool StdoutWriter::failed() const { return buf_->err != 0 || !*os_; }
-
 void StdoutWriter::finish() {
   os_->flush();
   if (buf_->err || !*os_) throw WriteError("writing to standard output failed (" + errtext(buf_->err) + ")");

@@ -111,8 +111,6 @@ class StdoutWriter {
   StdoutWriter& operator=(const StdoutWriter&) = delete;
   ~StdoutWriter();
   std::ostream& stream();
-  /// True once a write has failed (a long output may stop early).
-  bool failed() const;
   void finish();
 
  private:
