@@ -14,7 +14,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const ukb::run::Config c = ukb::run::parse_config(text, "fuzz.toml");
+    // Model files refused: a fuzzer must not compile (or read) files.
+    const ukb::run::Config c = ukb::run::parse_config(
+        text, ukb::run::ConfigSource{.path = "fuzz.toml", .dir = {}, .model = nullptr, .model_files = false});
     const std::string json = c.to_json();
     if (json.empty()) std::abort();
   } catch (const ukb::run::ConfigError&) {

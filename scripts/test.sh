@@ -6,7 +6,10 @@
 #                 -Wuninitialized / -Wmaybe-uninitialized, which g++ 12.2
 #                 cannot keep on with AVX-512's own headers); every test;
 #  2. the package installed from build/, and examples/custom_model built and
-#     run against it;
+#     run against it; the model file examples/models/rotating_hoop.hpp run by
+#     the installed `ukb run` (a plugin compiled from the installed headers)
+#     gives results.csv bitwise equal to the same model compiled into
+#     custom_model (ukb::run::load_config<Model>), on cpu and reference;
 #  3. build-san/  clang, CPU only, for this machine's CPU (-march=native: the
 #                 lanes in its widest vectors), AddressSanitizer and
 #                 UndefinedBehaviorSanitizer, -O1; every test; the same build
@@ -72,6 +75,14 @@ cmake -S examples/custom_model -B build/custom_model -DCMAKE_PREFIX_PATH="$PWD/b
       -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
 cmake --build build/custom_model -j"$jobs"
 build/custom_model/custom_model
+rm -rf build/model-cache-install
+for be in cpu reference; do
+  build/custom_model/custom_model examples/models/rotating_hoop.toml build/custom_model/compiled-in-$be $be
+  UKB_CACHE_DIR="$PWD/build/model-cache-install" build/install/bin/ukb run examples/models/rotating_hoop.toml \
+      --backend $be --out build/custom_model/model-file-$be --quiet
+  cmp build/custom_model/compiled-in-$be/results.csv build/custom_model/model-file-$be/results.csv
+  echo "== ukb: $be: results.csv of the model file (installed ukb run) and of the compiled-in model are the same bits"
+done
 
 stamp "clang build with ASan+UBSan and the fuzz targets (build-san/)"
 # -O1 with line tables only: half the compile time of -O2 -g, with stack

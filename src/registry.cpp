@@ -7,17 +7,9 @@
 #include <sstream>
 #include <limits>
 
-#include "ukb/describe.hpp"
-#include "ukb/models/all.hpp"
 
 namespace ukb {
 namespace {
-
-std::vector<ModelInfo> build() {
-  std::vector<ModelInfo> all;
-  models::Builtin::for_each<double>([&]<class Mo>() { all.push_back(describe<Mo>()); });
-  return all;
-}
 
 // Optimal string alignment distance: insertions, deletions, substitutions
 // and transpositions of neighbours each cost 1.
@@ -113,17 +105,6 @@ std::vector<double> ModelInfo::defaults() const {
   std::vector<double> v;
   for (const ParamInfo& p : params) v.push_back(p.default_value);
   return v;
-}
-
-const std::vector<ModelInfo>& all_models() {
-  static const std::vector<ModelInfo> all = build();
-  return all;
-}
-
-const ModelInfo* find_model(std::string_view name) {
-  for (const ModelInfo& m : all_models())
-    if (m.name == name) return &m;
-  return nullptr;
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {

@@ -4,6 +4,8 @@
 // the CPU. Compared with the CPU backend: identical bits expected (same
 // kernels, same compiler), at sizes that do not divide the block size.
 #include "engine_support.hpp"
+#include "spring_block.hpp"  // examples/models: a model file, not a built-in model
+#include "ukb/backends.hpp"
 #include "ukb/cuda/launch.hpp"
 
 #define UKB_LAUNCH(config, N, body) ::ukb::cuda::emulate_launch(config, N, body)
@@ -88,6 +90,36 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
       EXPECT_EQ(cpu.batch.steps(36), 30) << "guard: the systems stepped";
     }
   });
+}
+
+TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
+  // A model of the user's own (examples/models/spring_block.hpp: friction,
+  // stick-slip events) through the CUDA backend's source as a model-file
+  // plugin instantiates it (kernels/ukb/cuda/plugin.cuh).
+  using Mo = SpringBlock<double>;
+  const int N = 101;
+  Batch<Mo> emu(N), cpu(N);
+  for (int i = 0; i < N; ++i) {
+    Mo::Params p;
+    p.mu = 0.05 + 0.25 * i / N;
+    const double ic[2] = {1.0 - 0.01 * i, 0.5};
+    double q[2], qd[2];
+    ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
+    for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
+  }
+  const RunOptions run{.dt = 1e-3, .t_end = 5.0};
+  const RunSettings<double> s =
+      resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name);
+  cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
+  integrate(cpu, Backend::cpu, run);
+  int mismatches = 0, at_rest = 0;
+  for (int i = 0; i < N; ++i) {
+    mismatches += !same_bits(emu, i, cpu, i, Mo::n) || emu.steps(i) != cpu.steps(i) ||
+                  emu.events(i) != cpu.events(i) || emu.status(i) != cpu.status(i);
+    at_rest += cpu.status(i) == Status::at_rest;
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(at_rest, N / 2) << "guard: the stick-slip events happened";
 }
 
 TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {

@@ -1,18 +1,52 @@
-// Runs a batch of a custom model on the CPU backend and checks it against the
-// reference backend. Built against an installed ukb (find_package(ukb)).
-// Exit code 0 when they agree, 1 otherwise.
+// A model of our own (../models/rotating_hoop.hpp) in a program built
+// against an installed ukb (find_package(ukb)):
+//   custom_model                          a batch on the cpu backend checked
+//                                         against the reference (and on cuda
+//                                         against cpu where there is a GPU);
+//                                         exit code 0 when they agree
+//   custom_model CONFIG OUT [BACKEND]     `ukb run CONFIG` for the model
+//                                         compiled in (ukb/run_model.hpp)
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "rotating_hoop.hpp"
 #include "ukb/backends.hpp"  // the backends' definitions, for a model of our own
+#include "ukb/cuda.hpp"
 #include "ukb/engine.hpp"
+#include "ukb/run_model.hpp"
 
 using Hoop = RotatingHoop<double>;
 static_assert(ukb::Model<Hoop>, "RotatingHoop must satisfy the model concept");
 
-int main() {
+namespace {
+
+// `ukb run CONFIG --out OUT [--backend BACKEND]` with the model compiled in.
+int run_config(const std::string& config, const std::string& out, const char* backend) {
+  try {
+    ukb::run::Config c = ukb::run::load_config<Hoop>(config);
+    if (backend) {
+      const std::optional<ukb::Backend> b = ukb::parse_backend(backend);
+      if (!b) return std::fprintf(stderr, "unknown backend %s\n", backend), 2;
+      c.backend = *b;
+    }
+    const ukb::run::Outcome o = ukb::run::execute(c, {.out_dir = out});
+    std::printf("%ld samples of %s on %s in %.3f s: results in %s/\n", o.samples, c.model->name.c_str(),
+                std::string(ukb::to_string(c.backend)).c_str(), o.wall_s, o.out_dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "custom_model: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 || argc == 4) return run_config(argv[1], argv[2], argc == 4 ? argv[3] : nullptr);
   const int N = 257;
   ukb::Batch<Hoop> cpu(N), ref(N);
   std::mt19937_64 rng(2026);
@@ -85,8 +119,28 @@ int main() {
   std::printf("  with projection, %g s more: max |phi|, |phi'| = %.3e; max difference from the "
               "reference (%d systems) %.3e; failed or unconverged systems: %ld\n",
               proj.t_end - steps * dt, proj_drift, M, proj_worst, proj_bad);
-  const bool ok = failed == 0 && worst < 1e-10 && drift < 1e-6 && out_of_plane < 1e-6 &&
-                  proj_drift < 1e-12 && proj_worst < 1e-10 && proj_bad == 0;
+  bool ok = failed == 0 && worst < 1e-10 && drift < 1e-6 && out_of_plane < 1e-6 &&
+            proj_drift < 1e-12 && proj_worst < 1e-10 && proj_bad == 0;
+  // The cuda backend (ukb_add_model in CMakeLists.txt) against cpu, where
+  // there is a GPU.
+  std::string why;
+  if (ukb::cuda::device_count(&why) > 0) {
+    ukb::Batch<Hoop> gpu(N);
+    for (int i = 0; i < N; ++i) {
+      double q[3], qd[3];
+      for (int j = 0; j < 3; ++j) q[j] = ref.q(i, j), qd[j] = ref.qd(i, j);
+      gpu.set_params(i, ref.params(i));
+      gpu.set_state(i, q, qd, ref.t(i));
+    }
+    ukb::integrate(gpu, ukb::Backend::cuda, proj);
+    double gpu_worst = 0;
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < 3; ++j) gpu_worst = std::max(gpu_worst, std::abs(gpu.q(i, j) - pc.q(i, j)));
+    std::printf("  cuda backend, the same systems with projection: max difference from cpu %.3e\n", gpu_worst);
+    ok = ok && gpu_worst < 1e-9;
+  } else {
+    std::printf("  cuda backend: not run (%s)\n", why.c_str());
+  }
   std::printf("%s\n", ok ? "OK: cpu backend agrees with the reference" : "MISMATCH");
   return ok ? 0 : 1;
 }

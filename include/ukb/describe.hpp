@@ -159,6 +159,9 @@ ModelInfo describe() {
   info.has_potential = HasPotential<Mo>;
   info.has_residual = HasResidual<Mo>;
   info.has_rows = HasConstraintRows<Mo>;
+  info.has_rebind = requires {
+    requires std::same_as<typename Mo::template rebind<typename Mo::Scalar>, Mo>;
+  };
   info.evaluate = &detail::evaluate_one<Mo>;
   info.terms = [](std::span<const double> values, const double* q, const double* qd, double t) {
     const typename Mo::Params p = params_from<Mo>(values);

@@ -189,3 +189,5 @@ constexpr int param_count() {
 }
 
 }  // namespace ukb
+
+#include "ukb/model_check.hpp"  // UKB_MODEL

@@ -115,6 +115,7 @@ struct ModelInfo {
   bool has_potential = false;  ///< energy observables are defined
   bool has_residual = false;   ///< constraint residuals are monitored
   bool has_rows = false;       ///< the constraint rows are stated: stabilisation works
+  bool has_rebind = false;     ///< `rebind` declared: the cpu backend computes SIMD packs of systems
 
   /// One system evaluated on a backend (ukb::evaluate on a batch of one;
   /// throws BackendUnavailable).

@@ -70,6 +70,10 @@ struct Input {
 struct Config {
   std::string path;                 ///< the file, for messages
   const ModelInfo* model = nullptr;
+  /// The model file (model_file.hpp) the model comes from, "path[:Name]"
+  /// with the path absolute; "" for a built-in model or the program's own.
+  std::string model_file;
+  std::string model_hash;           ///< the model file's content hash (ModelFile::content_hash)
   long samples = 0;
   std::uint64_t seed = 0;
   Backend backend = Backend::cpu;
@@ -96,10 +100,27 @@ struct Config {
   std::string to_json() const;
 };
 
+/// Where a config's text comes from, besides the text.
+struct ConfigSource {
+  std::string path;  ///< the file, for messages
+  /// A model file named by the config (`model = "sleigh.hpp"`) is relative
+  /// to this directory; "" : the directory of `path`.
+  std::string dir;
+  /// A model of the program's own (ukb/run_model.hpp), run whatever the
+  /// config's `model` key says, as long as it names this model or a file.
+  const ModelInfo* model = nullptr;
+  /// Whether a model file may be compiled and loaded (false: refused).
+  bool model_files = true;
+};
+
 /// Parses and validates a config file. Throws ConfigError.
 Config load_config(const std::string& path);
+/// The same, for a model of the program's own (ConfigSource::model).
+Config load_config(const std::string& path, const ModelInfo& model);
 /// Parses and validates config text; `path` is used in messages only.
 Config parse_config(const std::string& text, const std::string& path);
+/// Parses and validates config text from a source.
+Config parse_config(const std::string& text, const ConfigSource& source);
 
 /// Philox4x32-10 uniform on (0, 1) with 53 random bits, for stream
 /// (seed, sample, quantity, block): word pair `half` (0 or 1) of the block.

@@ -1,7 +1,7 @@
 // The `ukb` command-line tool.
 //
-//   ukb models [--json]
-//   ukb accel --model NAME [--param KEY=VALUE]... --q v1,v2,... --qd v1,v2,...
+//   ukb models [--json] [--file MODEL_FILE [--backend cuda]]
+//   ukb accel --model NAME|MODEL_FILE [--param KEY=VALUE]... --q v1,v2,... --qd v1,v2,...
 //             [--t T] [--backend reference]
 //   ukb trajectory --model NAME [--param KEY=VALUE]... --q ... --qd ... --dt DT
 //             --steps K [--every J] [--t0 T] [--out FILE]
@@ -38,6 +38,7 @@
 #include "ukb/config.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/policy.hpp"
+#include "ukb/model_file.hpp"
 #include "ukb/registry.hpp"
 #include "ukb/run.hpp"
 #include <signal.h>
@@ -93,14 +94,23 @@ std::vector<double> parse_vector(const std::string& text, int n, const std::stri
   return out;
 }
 
-const ModelInfo& lookup_model(const std::string& name) {
+// A built-in model by name, or a model file ("path[:Name]", compiled with
+// the cuda backend where `cuda`).
+const ModelInfo& lookup_model(const std::string& name, bool cuda = false) {
+  if (ukb::is_model_file(name)) {
+    try {
+      return ukb::load_model_file(name, {.cuda = cuda, .progress = true});
+    } catch (const ukb::ModelFileError& e) {
+      throw UsageError(std::string("--model: ") + e.what());
+    }
+  }
   if (const ModelInfo* m = ukb::find_model(name)) return *m;
   std::vector<std::string> names;
   for (const auto& m : ukb::all_models()) names.push_back(m.name);
   std::string msg = "--model: unknown model '" + ukb::printable(name, 80) + "'";
   const std::string hint = ukb::closest_match(name, names);
   if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
-  msg += "; `ukb models` lists the models";
+  msg += "; `ukb models` lists the models, and a model file is a path (\"models/sleigh.hpp\")";
   throw UsageError(msg);
 }
 
@@ -170,7 +180,7 @@ const CLI::Validator not_an_option(
     "", "not an option");
 
 void add_system_options(CLI::App* cmd, SystemArgs& a) {
-  cmd->add_option("--model", a.model, "model name (see `ukb models`)")->required()->check(not_an_option);
+  cmd->add_option("--model", a.model, "model name (see `ukb models`) or model file (PATH or PATH:Name)")->required()->check(not_an_option);
   cmd->add_option("--param", a.params, "parameter override KEY=VALUE (repeatable)")
       ->allow_extra_args(false)
       ->check(not_an_option);
@@ -178,29 +188,68 @@ void add_system_options(CLI::App* cmd, SystemArgs& a) {
   cmd->add_option("--qd", a.qd, "generalized velocities v1,v2,... (n numbers)")->required()->check(not_an_option);
 }
 
-int cmd_models(bool as_json) {
+// The optional hooks a model has and what each enables (model.hpp).
+std::vector<std::pair<std::string, bool>> hooks_of(const ModelInfo& m) {
+  return {{"residual: constraint-drift monitoring (res_pos_max, res_vel_max)", m.has_residual},
+          {"row_kinds + constraint_rows: stabilisation (baumgarte, projection)", m.has_rows},
+          {"potential: energy observables (energy_start, energy_end, energy_dissipated)", m.has_potential},
+          {"initial_names + initial_state + natural_state: natural initial quantities", !m.initial_names.empty()},
+          {"event + on_event: events (stick-slip)", m.has_events},
+          {"rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind}};
+}
+
+int cmd_models(bool as_json, const std::string& file, const std::string& backend) {
+  std::vector<const ModelInfo*> list;
+  if (file.empty()) {
+    if (!backend.empty()) throw UsageError("--backend: only with --file (the built-in models have every backend)");
+    for (const ModelInfo& m : ukb::all_models()) list.push_back(&m);
+  } else {
+    bool cuda = false;
+    if (!backend.empty()) {
+      const std::optional<ukb::Backend> b = ukb::parse_backend(backend);
+      if (!b) throw UsageError("--backend: unknown backend '" + ukb::printable(backend, 80) +
+                               "' (expected reference, cpu or cuda)");
+      cuda = *b == ukb::Backend::cuda;
+    }
+    try {
+      const auto [path, choice] = ukb::split_model_spec(file);
+      if (choice.empty()) {
+        list = ukb::open_model_file(path, {.cuda = cuda, .progress = true}).models;
+      } else {
+        list.push_back(&ukb::load_model_file(file, {.cuda = cuda, .progress = true}));
+      }
+    } catch (const ukb::ModelFileError& e) {
+      throw UsageError(std::string("--file: ") + e.what());
+    }
+  }
   ukb::run::StdoutWriter w;
   std::ostream& out = w.stream();
   if (as_json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const ModelInfo& m : ukb::all_models()) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const ModelInfo* mp : list) {
+      const ModelInfo& m = *mp;
       nlohmann::json params = nlohmann::json::array();
       for (const auto& p : m.params)
-        params.push_back({{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
+        params.push_back({{"name", p.name}, {"default", p.default_value}, {"description", p.description},
+                          {"range", p.range()}});
       nlohmann::json initial = nlohmann::json::array();
       for (const auto& q : m.initial) {
         nlohmann::json e = {{"name", q.name}, {"default", q.default_value}, {"description", q.description}};
         if (!q.choices.empty()) e["choices"] = q.choices;
         initial.push_back(e);
       }
-      list.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
-                     {"coords", m.coords}, {"params", params}, {"initial", initial}});
+      nlohmann::json hooks = {{"residual", m.has_residual}, {"constraint_rows", m.has_rows},
+                              {"potential", m.has_potential}, {"initial_state", !m.initial_names.empty()},
+                              {"events", m.has_events}, {"rebind", m.has_rebind}};
+      all.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
+                     {"coords", m.coords}, {"params", params}, {"initial", initial}, {"hooks", hooks}});
     }
-    out << list.dump(2) << "\n";
+    out << all.dump(2) << "\n";
     w.finish();
     return 0;
   }
-  for (const ModelInfo& m : ukb::all_models()) {
+  for (const ModelInfo* mp : list) {
+    const ModelInfo& m = *mp;
     out << m.name << "  (n = " << m.n << " coordinates, m = " << m.m
               << " constraint rows)\n  " << m.summary << "\n  q = (";
     for (std::size_t i = 0; i < m.coords.size(); ++i) out << (i ? ", " : "") << m.coords[i];
@@ -210,7 +259,7 @@ int cmd_models(bool as_json) {
       def << p.default_value;
       out << "    " << p.name << std::string(6 - std::min<std::size_t>(5, p.name.size()), ' ')
                 << "= " << def.str() << std::string(8 - std::min<std::size_t>(7, def.str().size()), ' ')
-                << p.description << "\n";
+                << p.description << (file.empty() ? "" : "  [" + p.range() + "]") << "\n";
     }
     if (!m.initial.empty()) {
       out << "  initial quantities ([initial] of a config):";
@@ -220,6 +269,10 @@ int cmd_models(bool as_json) {
       }
       out << "\n";
     }
+    if (!file.empty()) {
+      out << "  optional hooks:\n";
+      for (const auto& [what, has] : hooks_of(m)) out << "    [" << (has ? 'x' : ' ') << "] " << what << "\n";
+    }
     out << "\n";
   }
   w.finish();
@@ -227,7 +280,7 @@ int cmd_models(bool as_json) {
 }
 
 int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double rank_rtol) {
-  const ModelInfo& model = lookup_model(a.model);
+  const ModelInfo& model = lookup_model(a.model, ukb::parse_backend(backend) == ukb::Backend::cuda);
   const std::vector<double> params = resolve_params(model, a.params);
   const std::vector<double> q = parse_vector(a.q, model.n, "--q", model);
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
@@ -482,9 +535,17 @@ int ukb_cli_main(int argc, char** argv) {
   app.require_subcommand(1);
 
   bool models_json = false;
+  std::string models_file, models_backend;
   CLI::App* models = app.add_subcommand("models", "list the built-in models, their coordinates "
                                                   "and parameters with defaults");
   models->add_flag("--json", models_json, "print JSON instead of text");
+  models->add_option("--file", models_file,
+                     "describe the models of a model file (PATH or PATH:Name; compiled on first use), with "
+                     "the optional hooks each has")
+      ->check(not_an_option);
+  models->add_option("--backend", models_backend,
+                     "with --file: cuda compiles the file's cuda backend too (nvcc)")
+      ->check(not_an_option);
 
   SystemArgs accel_args;
   double accel_t = 0, rank_rtol = ukb::policy::default_rank_rtol<double>();
@@ -537,7 +598,7 @@ int ukb_cli_main(int argc, char** argv) {
       }
     }
     app.parse(argc, argv);
-    if (models->parsed()) return cmd_models(models_json);
+    if (models->parsed()) return cmd_models(models_json, models_file, models_backend);
     if (accel->parsed()) return cmd_accel(accel_args, accel_t, backend, rank_rtol);
     if (traj->parsed()) return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
     if (run->parsed()) {

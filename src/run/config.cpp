@@ -28,11 +28,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ukb/cuda.hpp"
+#include "ukb/model_file.hpp"
 #include "files.hpp"
 #include "ukb/policy.hpp"
 #include "ukb/run.hpp"
@@ -64,6 +67,7 @@ std::string join(const std::vector<std::string>& v) {
 class Parser {
  public:
   explicit Parser(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
 
   [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& msg) const {
     std::string where = path_;
@@ -314,18 +318,49 @@ nlohmann::json dist_json(const Dist& d) {
 namespace {
 
 // model, samples, seed, backend, threads
-void parse_model(const Parser& P, const toml::table& root, Config& c) {
+void parse_model(const Parser& P, const toml::table& root, Config& c, const ConfigSource& src) {
+  if (const toml::node* b = root.get("backend")) {
+    const std::string be = P.string(*b, "backend");
+    const std::optional<Backend> parsed = parse_backend(be);
+    if (!parsed) P.fail(b, "backend", "unknown backend '" + printable(be, 80) + "'; expected reference, cpu or cuda");
+    c.backend = *parsed;
+  }
   const toml::node* model = root.get("model");
-  if (!model) P.fail(nullptr, "model", "missing; expected the name of a built-in model (see `ukb models`)");
-  const std::string name = P.string(*model, "model");
-  c.model = find_model(name);
-  if (!c.model) {
-    std::vector<std::string> names;
-    for (const ModelInfo& m : all_models()) names.push_back(m.name);
-    std::string msg = "unknown model '" + printable(name, 80) + "'";
-    const std::string near = closest_match(name, names);
-    if (!near.empty()) msg += " (did you mean '" + near + "'?)";
-    P.fail(model, "model", msg + "; expected one of " + join(names));
+  if (!model && !src.model)
+    P.fail(nullptr, "model", "missing; expected the name of a built-in model (see `ukb models`) or a model file");
+  const std::string name = model ? P.string(*model, "model") : std::string();
+  if (src.model) {
+    // The program's own model (ukb/run_model.hpp): a model file named in the
+    // config is that model's source, and is not compiled.
+    if (model && !is_model_file(name) && name != src.model->name)
+      P.fail(model, "model", "names '" + printable(name, 80) + "', but this program runs its own model '" +
+                                 src.model->name + "'");
+    c.model = src.model;
+  } else if (is_model_file(name)) {
+    if (!src.model_files) P.fail(model, "model", "model files are not accepted here");
+    const auto [file, choice] = split_model_spec(name);
+    fs::path p(file);
+    if (p.is_relative()) p = (src.dir.empty() ? fs::path(P.path()).parent_path() : fs::path(src.dir)) / p;
+    c.model_file = p.lexically_normal().string() + (choice.empty() ? "" : ":" + choice);
+    try {
+      c.model = &load_model_file(c.model_file, {.cuda = c.backend == Backend::cuda, .progress = true});
+      std::error_code ec;
+      c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p), ec).string(),
+                                     {.cuda = c.backend == Backend::cuda, .progress = true})
+                         .content_hash;
+    } catch (const ModelFileError& e) {
+      P.fail(model, "model", e.what());
+    }
+  } else {
+    c.model = find_model(name);
+    if (!c.model) {
+      std::vector<std::string> names;
+      for (const ModelInfo& m : all_models()) names.push_back(m.name);
+      std::string msg = "unknown model '" + printable(name, 80) + "'";
+      const std::string near = closest_match(name, names);
+      if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+      P.fail(model, "model", msg + "; expected one of " + join(names) + ", or a model file (a path: \"models/sleigh.hpp\")");
+    }
   }
 
   const toml::node* samples = root.get("samples");
@@ -333,12 +368,6 @@ void parse_model(const Parser& P, const toml::table& root, Config& c) {
   c.samples = P.integer(*samples, "samples", 1, 1000000000000L);
   if (const toml::node* s = root.get("seed"))
     c.seed = static_cast<std::uint64_t>(P.integer(*s, "seed", 0, std::numeric_limits<std::int64_t>::max()));
-  if (const toml::node* b = root.get("backend")) {
-    const std::string be = P.string(*b, "backend");
-    const std::optional<Backend> parsed = parse_backend(be);
-    if (!parsed) P.fail(b, "backend", "unknown backend '" + be + "'; expected reference, cpu or cuda");
-    c.backend = *parsed;
-  }
   if (const toml::node* t = root.get("threads")) c.threads = static_cast<int>(P.integer(*t, "threads", 0, 4096));
 }
 
@@ -619,7 +648,8 @@ void parse_output(const Parser& P, const toml::table& root, Config& c) {
 
 }  // namespace
 
-Config parse_config(const std::string& text, const std::string& path) {
+Config parse_config(const std::string& text, const ConfigSource& src) {
+  const std::string& path = src.path;
   const Parser P(path);
   toml::table root;
   try {
@@ -635,7 +665,7 @@ Config parse_config(const std::string& text, const std::string& path) {
   P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
                          "stabilization", "params", "initial", "output"});
 
-  parse_model(P, root, c);
+  parse_model(P, root, c, src);
   parse_integrator(P, root, c);
   parse_stabilization_table(P, root, c);
   parse_params(P, root, c);
@@ -646,12 +676,22 @@ Config parse_config(const std::string& text, const std::string& path) {
   return c;
 }
 
+Config parse_config(const std::string& text, const std::string& path) { return parse_config(text, ConfigSource{.path = path, .dir = {}, .model = nullptr, .model_files = true}); }
+
 Config load_config(const std::string& path) { return parse_config(read_text(path, max_config_bytes), path); }
+
+Config load_config(const std::string& path, const ModelInfo& model) {
+  return parse_config(read_text(path, max_config_bytes), ConfigSource{.path = path, .dir = {}, .model = &model, .model_files = true});
+}
 
 std::string Config::to_json() const {
   nlohmann::json j;
   j["config_file"] = path;
   j["model"] = model->name;
+  if (!model_file.empty()) {
+    j["model_file"] = model_file;
+    j["model_hash"] = model_hash;
+  }
   j["samples"] = samples;
   j["seed"] = seed;
   j["backend"] = std::string(to_string(backend));

@@ -24,6 +24,7 @@
 #include "table.hpp"
 #include "trajectories.hpp"
 #include "ukb/cuda.hpp"
+#include "ukb/model_file.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::run {
@@ -182,7 +183,10 @@ Config resume_config(const std::string& dir) {
                       "): nothing to resume; a completed run removes its checkpoint");
   const CheckpointHeader k = read_checkpoint(file).header;
   check_version(file, k);
-  Config c = parse_config(k.config_text, k.config_path + " (as stored in " + file.string() + ")");
+  Config c = parse_config(k.config_text, ConfigSource{.path = k.config_path + " (as stored in " + file.string() + ")",
+                                                     .dir = fs::path(k.config_path).parent_path().string(),
+                                                     .model = nullptr,
+                                                     .model_files = true});
   c.path = k.config_path;
   const nlohmann::json id = nlohmann::json::parse(k.identity);  // JSON: read_checkpoint checked it
   if (id.contains("backend") && id["backend"].is_string())
@@ -203,13 +207,22 @@ namespace {
 // `planned` becomes true when the work starts.
 Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned) {
   const auto start = Clock::now();
-  const ModelInfo& M = *c.model;
   if (c.backend == Backend::cuda) {
     std::string why;
     if (cuda::device_count(&why) == 0)
       throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why +
                         "); expected reference or cpu");
   }
+  // A model file on cuda: its plugin with the cuda backend (compiled by nvcc
+  // on first use), whatever variant the config was parsed with.
+  const ModelInfo& M = [&]() -> const ModelInfo& {
+    if (c.backend != Backend::cuda || c.model_file.empty()) return *c.model;
+    try {
+      return load_model_file(c.model_file, {.cuda = true, .progress = true});
+    } catch (const ModelFileError& e) {
+      throw ConfigError(c.path + ": key 'model': " + e.what());
+    }
+  }();
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
   Table table = make_table(c);

@@ -90,3 +90,5 @@ struct RotatingHoop {
     C[2] = -p.c * qd[2];
   }
 };
+
+UKB_MODEL(RotatingHoop)

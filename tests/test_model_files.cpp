@@ -1,0 +1,335 @@
+// Model files (include/ukb/model_file.hpp) through the `ukb` executable: the
+// examples of examples/models against closed forms and the reference
+// backend, the plugin cache (reuse, edits, damage, concurrency), and bad
+// files, each with the user's file:line and the failed requirement.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+
+namespace ukb::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = UKB_SOURCE_DIR;
+const fs::path kModels = kSource / "examples/models";
+const fs::path kBad = kSource / "tests/data/model_files";
+
+// A fresh directory for this test.
+fs::path fresh_dir(const std::string& leaf) {
+  const fs::path d = unique_path(leaf);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string sh(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// `ukb ARGS` with the plugin cache in `cache` (run_cli runs `ukb` with its
+// arguments in a shell: a first harmless command, then ours).
+CliRun ukb_with_cache(const fs::path& cache, const std::string& args) {
+  return run_cli("--version >/dev/null; UKB_CACHE_DIR=" + sh(cache) + " " + std::string(UKB_CLI_PATH) + " " + args);
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+// results.csv as rows of named columns.
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& p) {
+  std::istringstream in(slurp(p));
+  std::string line;
+  std::vector<std::string> head;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> v;
+    std::stringstream s(l);
+    for (std::string x; std::getline(s, x, ',');) v.push_back(x);
+    return v;
+  };
+  if (std::getline(in, line)) head = split(line);
+  while (std::getline(in, line)) {
+    const std::vector<std::string> v = split(line);
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < head.size() && i < v.size(); ++i) row[head[i]] = v[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The example config with the model file given by its absolute path, fewer
+// samples, and the backend.
+fs::path example_config(const fs::path& dir, const std::string& name, long samples, const std::string& backend) {
+  std::string text = slurp(kModels / (name + ".toml"));
+  text = std::regex_replace(text, std::regex(R"(model = "[^"]*")"), "model = \"" + (kModels / (name + ".hpp")).string() + "\"");
+  text = std::regex_replace(text, std::regex(R"(samples = \d+)"), "samples = " + std::to_string(samples) +
+                                                                     "\nbackend = \"" + backend + "\"");
+  const fs::path cfg = dir / (name + "-" + backend + ".toml");
+  write(cfg, text);
+  return cfg;
+}
+
+// One shared cache for the examples (they are compiled once for the suite).
+fs::path example_cache() { return fs::path(::testing::TempDir()) / "ukb_test_model_cache"; }
+
+TEST(ModelFiles, SleighRunsOnCpuAndReferenceAsTheClosedFormSays) {
+#ifdef UKB_TEST_SANITIZED
+  GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
+#endif
+  // The Chaplygin sleigh: m v' = m a w^2, J w' = -m a v w (J = I + m a^2), so
+  // m v^2 + J w^2 = 2E stays and v(t) = V tanh(a m V t / J + atanh(v0 / V)),
+  // V = sqrt(2E / m): the speed of the knife edge along the heading.
+  const fs::path dir = fresh_dir("sleigh");
+  std::map<std::string, std::vector<std::map<std::string, std::string>>> rows;
+  for (const std::string be : {"cpu", "reference"}) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "sleigh", 64, be)) + " --out " +
+                                                         sh(dir / be) + " --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    rows[be] = read_csv(dir / be / "results.csv");
+    ASSERT_EQ(rows[be].size(), 64u);
+  }
+  double worst = 0, worst_ref = 0;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const auto& row = rows["cpu"][i];
+    const double m = 1, I = 0.1, a = std::stod(row.at("a")), w0 = std::stod(row.at("qd_theta")), v0 = 1, t = 10;
+    const double J = I + m * a * a, V = std::sqrt((m * v0 * v0 + J * w0 * w0) / m);
+    const double v = V * std::tanh(a * m * V * t / J + std::atanh(v0 / V));
+    const double th = std::stod(row.at("q_theta_final"));
+    const double speed = std::cos(th) * std::stod(row.at("qd_x_final")) + std::sin(th) * std::stod(row.at("qd_y_final"));
+    worst = std::max(worst, std::abs(speed - v));
+    for (const char* col : {"q_x_final", "q_y_final", "q_theta_final", "qd_x_final", "qd_theta_final"})
+      worst_ref = std::max(worst_ref, std::abs(std::stod(row.at(col)) - std::stod(rows["reference"][i].at(col))));
+  }
+  EXPECT_LT(worst, 1e-9) << "final speed against the closed form (RK4, dt = 1e-3)";
+  EXPECT_LT(worst_ref, 1e-9) << "cpu against the reference backend";
+}
+
+TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
+#ifdef UKB_TEST_SANITIZED
+  GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
+#endif
+  // Half swings about x = -+D (D = mu m g / k, the centre opposite to the
+  // motion) until a turning point within |x| <= D: there it sticks.
+  const fs::path dir = fresh_dir("spring");
+  std::map<std::string, std::vector<std::map<std::string, std::string>>> rows;
+  for (const std::string be : {"cpu", "reference"}) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "spring_block", 200, be)) +
+                                                         " --out " + sh(dir / be) + " --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    rows[be] = read_csv(dir / be / "results.csv");
+    ASSERT_EQ(rows[be].size(), 200u);
+  }
+  const double k = 10, m = 1, g = 9.81, w = std::sqrt(k / m);
+  double worst = 0, worst_ref = 0;
+  for (std::size_t i = 0; i < 200; ++i) {
+    const auto& row = rows["cpu"][i];
+    ASSERT_EQ(row.at("status"), "at_rest") << "sample " << i;
+    const double D = std::stod(row.at("mu")) * m * g / k;
+    const double x0 = 1, v0 = 0.5;
+    double c = -D, turn = c + std::hypot(x0 - c, v0 / w);
+    while (std::abs(turn) > D) c = turn > 0 ? D : -D, turn = 2 * c - turn;
+    worst = std::max(worst, std::abs(std::stod(row.at("x_final")) - turn));
+    worst_ref = std::max(worst_ref, std::abs(std::stod(row.at("x_final")) - std::stod(rows["reference"][i].at("x_final"))));
+  }
+  EXPECT_LT(worst, 1e-9);
+  EXPECT_LT(worst_ref, 1e-9);
+}
+
+TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
+#ifdef UKB_TEST_SANITIZED
+  GTEST_SKIP() << "compiling plugins under the sanitizers takes minutes; the main build runs it";
+#endif
+  const fs::path dir = fresh_dir("cache"), cache = dir / "cache";
+  // A model file that includes a file of its own.
+  write(dir / "stiffness.hpp", "#pragma once\ninline constexpr double kDefault = 1.0;\n");
+  std::string model = slurp(kBad / "two_models.hpp");
+  model = std::regex_replace(model, std::regex(R"(T k = T\(1\))"), "T k = T(kDefault)");
+  model = std::regex_replace(model, std::regex(R"(UKB_MODEL\(Point2\)\n)"), "");
+  model = std::regex_replace(model, std::regex("#pragma once\n"), "#pragma once\n#include \"stiffness.hpp\"\n");
+  write(dir / "point.hpp", model);
+  const std::string describe = "models --json --file " + sh(dir / "point.hpp");
+  auto compiled = [](const CliRun& r) { return r.err.find("ukb: compiling the model file") != std::string::npos; };
+  auto default_k = [](const CliRun& r) {
+    const std::smatch m = [&] {
+      std::smatch s;
+      std::regex_search(r.out, s, std::regex(R"("default": ([0-9.]+))"));
+      return s;
+    }();
+    return m.empty() ? -1.0 : std::stod(m[1]);
+  };
+
+  // Two runs at once on an empty cache: both succeed, one entry results.
+  {
+    const fs::path e1 = dir / "e1.txt", e2 = dir / "e2.txt", o1 = dir / "o1.txt", o2 = dir / "o2.txt";
+    const std::string one = "UKB_CACHE_DIR=" + sh(cache) + " " + UKB_CLI_PATH + " " + describe;
+    const CliRun both = run_cli("--version >/dev/null; (" + one + " >" + sh(o1) + " 2>" + sh(e1) + "; echo $? >" +
+                                sh(dir / "c1")+ ") & (" + one + " >" + sh(o2) + " 2>" + sh(e2) + "; echo $? >" +
+                                sh(dir / "c2") + ") & wait");
+    EXPECT_EQ(slurp(dir / "c1"), "0\n") << slurp(e1);
+    EXPECT_EQ(slurp(dir / "c2"), "0\n") << slurp(e2);
+    EXPECT_NE(slurp(o1).find("\"point\""), std::string::npos);
+    EXPECT_EQ(slurp(o1), slurp(o2));
+    int entries = 0;
+    for (const auto& e : fs::directory_iterator(cache)) entries += e.path().filename().string()[0] != '.';
+    EXPECT_EQ(entries, 1) << "one cache entry, nothing half-built left";
+  }
+  // Found in the cache: not compiled again.
+  CliRun r = ukb_with_cache(cache, describe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(compiled(r)) << r.err;
+  EXPECT_EQ(default_k(r), 1.0);
+  // An included file edited: rebuilt, with the new value.
+  write(dir / "stiffness.hpp", "#pragma once\ninline constexpr double kDefault = 2.5;\n");
+  r = ukb_with_cache(cache, describe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(compiled(r));
+  EXPECT_NE(r.err.find("stiffness.hpp' has changed"), std::string::npos) << r.err;
+  EXPECT_EQ(default_k(r), 2.5);
+  // The header itself edited: a new entry.
+  write(dir / "point.hpp", model + "// an edit\n");
+  r = ukb_with_cache(cache, describe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(compiled(r));
+  // The two entries: this header's (the newer) and the one before the edit.
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(cache))
+    if (e.path().filename().string()[0] != '.') entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 2u);
+  if (fs::last_write_time(entries[0] / "plugin.so") < fs::last_write_time(entries[1] / "plugin.so"))
+    std::swap(entries[0], entries[1]);
+  const fs::path entry = entries[0], other = entries[1];
+  ASSERT_FALSE(entry.empty());
+  ASSERT_FALSE(other.empty());
+  // A damaged plugin is not loaded: rebuilt.
+  {
+    std::fstream f(entry / "plugin.so", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64);
+    f.write("damaged!", 8);
+  }
+  r = ukb_with_cache(cache, describe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
+  // A foreign plugin (another entry's, with its manifest) is not loaded: rebuilt.
+  fs::copy_file(other / "plugin.so", entry / "plugin.so", fs::copy_options::overwrite_existing);
+  fs::copy_file(other / "manifest", entry / "manifest", fs::copy_options::overwrite_existing);
+  r = ukb_with_cache(cache, describe);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("built for another file"), std::string::npos) << r.err;
+  EXPECT_EQ(default_k(r), 2.5);
+  r = ukb_with_cache(cache, describe);
+  EXPECT_FALSE(compiled(r)) << "the rebuilt entry is used again: " << r.err;
+}
+
+TEST(ModelFiles, BadFilesSayWhereAndWhat) {
+  // Each file marks the line the message must name with "// expect-error:
+  // TEXT"; the message must have FILE:LINE and TEXT, the exit code is 2, and
+  // nothing is left in the cache.
+  const fs::path cache = fresh_dir("bad") / "cache";
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(kBad)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("bad_", 0) != 0) continue;
+    std::istringstream text(slurp(e.path()));
+    std::string line, expect;
+    int at = 0;
+    for (int k = 1; std::getline(text, line); ++k)
+      if (const std::size_t p = line.find("// expect-error: "); p != std::string::npos) at = k, expect = line.substr(p + 17);
+    ASSERT_GT(at, 0) << name << " has no expect-error mark";
+    SCOPED_TRACE(name);
+    const CliRun r = ukb_with_cache(cache, "models --file " + sh(e.path()));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(name + ":" + std::to_string(at) + ":"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("required from"), std::string::npos) << "no template backtrace: " << r.err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
+  int left = 0;
+  if (fs::exists(cache))
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(cache)) ++left;
+  EXPECT_EQ(left, 0) << "nothing left behind";
+}
+
+TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {
+  const fs::path dir = fresh_dir("none"), cache = dir / "cache";
+  fs::create_directories(dir / "a_directory.hpp");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"models --file " + sh(kBad / "empty.hpp"), "is empty"},
+      {"models --file " + sh(kBad / "not_cpp.hpp"), "defines no model: name each model with a line `UKB_MODEL(Name)`"},
+      {"models --file " + sh(kBad / "binary.hpp"), "binary data"},
+      {"models --file " + sh(dir / "a_directory.hpp"), "is a directory"},
+      {"models --file " + sh(dir / "missing.hpp"), "no such file"},
+      {"accel --model " + sh(kBad / "two_models.hpp") + " --q 0,0 --qd 0,0",
+       "defines 2 models (Point, Point2); name one: '"},
+      {"models --file " + sh(kModels / "sleigh.hpp") + " --backend warp", "unknown backend 'warp'"},
+  };
+  for (const auto& [args, expect] : cases) {
+    const CliRun r = ukb_with_cache(cache, args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("compiling"), std::string::npos) << args << ": refused before compiling";
+  }
+  EXPECT_FALSE(fs::exists(cache) && !fs::is_empty(cache)) << "nothing written";
+}
+
+TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
+  // The README's smallest complete header is the tested example.
+  EXPECT_NE(slurp(kSource / "README.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);
+}
+
+TEST(ModelFiles, CudaPluginCompilesAndItsDeviceCodeIsChecked) {
+#ifndef UKB_HAVE_CUDA
+  GTEST_SKIP() << "this ukb is built without CUDA: no nvcc to compile a model file's cuda backend";
+#else
+#ifdef UKB_TEST_SANITIZED
+  GTEST_SKIP() << "the sanitizer build has no CUDA";
+#endif
+  const fs::path cache = example_cache();
+  for (const char* name : {"device_throw.hpp", "device_alloc.hpp"}) {
+    SCOPED_TRACE(name);
+    std::istringstream text(slurp(kBad / name));
+    std::string line, expect;
+    int at = 0;
+    for (int k = 1; std::getline(text, line); ++k)
+      if (const std::size_t p = line.find("// expect-error: "); p != std::string::npos) at = k, expect = line.substr(p + 17);
+    const CliRun r = ukb_with_cache(cache, "models --file " + sh(kBad / name) + " --backend cuda");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+    // On the cpu the same file is fine: device code is checked only for cuda.
+    EXPECT_EQ(ukb_with_cache(cache, "models --file " + sh(kBad / name)).code, 0);
+  }
+  const CliRun r = ukb_with_cache(cache, "models --file " + sh(kModels / "sleigh.hpp") + " --backend cuda");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sleigh"), std::string::npos);
+  // Where there is a GPU, the cuda plugin runs the example against cpu.
+  std::string why;
+  const CliRun probe = run_cli("accel --model bead_on_ring --q 1,0 --qd 0,1 --backend cuda");
+  if (probe.code != 0) GTEST_SKIP() << "compiled; not run: no GPU here (" << probe.err << ")";
+  const fs::path dir = fresh_dir("cuda");
+  for (const std::string be : {"cpu", "cuda"}) {
+    const CliRun run = ukb_with_cache(cache, "run " + sh(example_config(dir, "spring_block", 1000, be)) + " --out " +
+                                                 sh(dir / be) + " --quiet");
+    ASSERT_EQ(run.code, 0) << run.err;
+  }
+  const auto cpu = read_csv(dir / "cpu/results.csv"), gpu = read_csv(dir / "cuda/results.csv");
+  ASSERT_EQ(cpu.size(), gpu.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    worst = std::max(worst, std::abs(std::stod(cpu[i].at("x_final")) - std::stod(gpu[i].at("x_final"))));
+  EXPECT_LT(worst, 1e-9);
+#endif
+}
+
+}  // namespace
+}  // namespace ukb::test
