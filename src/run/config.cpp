@@ -342,11 +342,12 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
     fs::path p(file);
     if (p.is_relative()) p = (src.dir.empty() ? fs::path(P.path()).parent_path() : fs::path(src.dir)) / p;
     c.model_file = p.lexically_normal().string() + (choice.empty() ? "" : ":" + choice);
+    // The plugin without cuda: execute loads the cuda one where the run
+    // needs it (after checking that there is a device).
     try {
-      c.model = &load_model_file(c.model_file, {.cuda = c.backend == Backend::cuda, .progress = true});
+      c.model = &load_model_file(c.model_file, {.cuda = false, .progress = true});
       std::error_code ec;
-      c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p), ec).string(),
-                                     {.cuda = c.backend == Backend::cuda, .progress = true})
+      c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p), ec).string(), {.cuda = false, .progress = true})
                          .content_hash;
     } catch (const ModelFileError& e) {
       P.fail(model, "model", e.what());
