@@ -306,8 +306,9 @@ TEST(ModelFiles, CudaPluginCompilesAndItsDeviceCodeIsChecked) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
-    if (std::string(name) == "device_throw.hpp")  // nvcc's message, at the user's line
+    if (std::string(name) == "device_throw.hpp") {  // nvcc's message, at the user's line
       EXPECT_NE(r.err.find(std::string(name) + ":" + std::to_string(at) + ":"), std::string::npos) << r.err;
+    }
     // On the cpu the same file is fine: device code is checked only for cuda.
     EXPECT_EQ(ukb_with_cache(cache, "models --file " + sh(kBad / name)).code, 0);
   }
