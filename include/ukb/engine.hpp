@@ -38,11 +38,8 @@ namespace ukb {
 template <class Mo>
 struct CudaInstance : std::bool_constant<models::Builtin::contains<Mo>> {};
 
-/// Declares that the cuda backend is instantiated for Mo (UKB_INSTANTIATE_CUDA
-/// in a .cu file of the program).
-#define UKB_CUDA_MODEL(...) \
-  template <>               \
-  struct ukb::CudaInstance<__VA_ARGS__> : std::true_type {};
+// UKB_CUDA_MODEL(Mo), the declaration that the cuda backend is instantiated
+// for Mo: model_check.hpp.
 
 namespace detail {
 

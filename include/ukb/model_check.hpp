@@ -177,15 +177,20 @@ template <class Mo>
 struct CudaInstance;  // engine.hpp
 }
 
+/// Declares that the cuda backend is instantiated for the model type Mo
+/// (UKB_INSTANTIATE_CUDA in a .cu file of the program, or ukb_add_model):
+/// ukb::CudaInstance<Mo> is true, and the engine dispatches cuda calls for Mo.
+#define UKB_CUDA_MODEL(...) \
+  template <>               \
+  struct ukb::CudaInstance<__VA_ARGS__> : std::true_type {};
+
 // What a plugin build adds to UKB_MODEL (defined by ukb's plugin headers
 // before this one); in a program built with ukb_add_model (UKB_CUDA_MODELS),
 // the declaration that the cuda backend is instantiated for the model;
 // nothing in other programs.
 #ifndef UKB_MODEL_EXTRA_
 #ifdef UKB_CUDA_MODELS
-#define UKB_MODEL_EXTRA_(...) \
-  template <>                 \
-  struct ukb::CudaInstance<UKB_MODEL_TYPE(__VA_ARGS__)> : std::true_type {};
+#define UKB_MODEL_EXTRA_(...) UKB_CUDA_MODEL(UKB_MODEL_TYPE(__VA_ARGS__))
 #else
 #define UKB_MODEL_EXTRA_(...)
 #endif

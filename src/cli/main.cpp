@@ -188,14 +188,22 @@ void add_system_options(CLI::App* cmd, SystemArgs& a) {
   cmd->add_option("--qd", a.qd, "generalized velocities v1,v2,... (n numbers)")->required()->check(not_an_option);
 }
 
-// The optional hooks a model has and what each enables (model.hpp).
-std::vector<std::pair<std::string, bool>> hooks_of(const ModelInfo& m) {
-  return {{"residual: constraint-drift monitoring (res_pos_max, res_vel_max)", m.has_residual},
-          {"row_kinds + constraint_rows: stabilisation (baumgarte, projection)", m.has_rows},
-          {"potential: energy observables (energy_start, energy_end, energy_dissipated)", m.has_potential},
-          {"initial_names + initial_state + natural_state: natural initial quantities", !m.initial_names.empty()},
-          {"event + on_event: events (stick-slip)", m.has_events},
-          {"rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind}};
+// The optional hooks a model has (model.hpp): the key of `models --json`,
+// what each enables, and whether the model has it.
+struct Hook {
+  const char* key;
+  const char* enables;
+  bool has;
+};
+std::vector<Hook> hooks_of(const ModelInfo& m) {
+  return {{"residual", "residual: constraint-drift monitoring (res_pos_max, res_vel_max)", m.has_residual},
+          {"constraint_rows", "row_kinds + constraint_rows: stabilisation (baumgarte, projection)", m.has_rows},
+          {"potential", "potential: energy observables (energy_start, energy_end, energy_dissipated)",
+           m.has_potential},
+          {"initial_state", "initial_names + initial_state + natural_state: natural initial quantities",
+           !m.initial_names.empty()},
+          {"events", "event + on_event: events (stick-slip)", m.has_events},
+          {"rebind", "rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind}};
 }
 
 int cmd_models(bool as_json, const std::string& file, const std::string& backend) {
@@ -238,9 +246,8 @@ int cmd_models(bool as_json, const std::string& file, const std::string& backend
         if (!q.choices.empty()) e["choices"] = q.choices;
         initial.push_back(e);
       }
-      nlohmann::json hooks = {{"residual", m.has_residual}, {"constraint_rows", m.has_rows},
-                              {"potential", m.has_potential}, {"initial_state", !m.initial_names.empty()},
-                              {"events", m.has_events}, {"rebind", m.has_rebind}};
+      nlohmann::json hooks = nlohmann::json::object();
+      for (const Hook& h : hooks_of(m)) hooks[h.key] = h.has;
       all.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
                      {"coords", m.coords}, {"params", params}, {"initial", initial}, {"hooks", hooks}});
     }
@@ -271,7 +278,7 @@ int cmd_models(bool as_json, const std::string& file, const std::string& backend
     }
     if (!file.empty()) {
       out << "  optional hooks:\n";
-      for (const auto& [what, has] : hooks_of(m)) out << "    [" << (has ? 'x' : ' ') << "] " << what << "\n";
+      for (const Hook& h : hooks_of(m)) out << "    [" << (h.has ? 'x' : ' ') << "] " << h.enables << "\n";
     }
     out << "\n";
   }

@@ -24,22 +24,8 @@ static_assert(std::endian::native == std::endian::little, "checkpoints are littl
 constexpr const char* kMagic = "UKB-CHECKPOINT 1\n";
 constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV1A64 " + 16 hex digits + "\n"
 
-// FNV-1a, 64 bits, fed piece by piece.
-struct Fnv {
-  std::uint64_t h = 1469598103934665603ULL;
-  void add(const void* p, std::size_t n) {
-    const unsigned char* c = static_cast<const unsigned char*>(p);
-    for (std::size_t i = 0; i < n; ++i) {
-      h ^= c[i];
-      h *= 1099511628211ULL;
-    }
-  }
-  std::string trailer() const {
-    char t[32];
-    std::snprintf(t, sizeof t, "FNV1A64 %016" PRIx64 "\n", h);
-    return t;
-  }
-};
+// The checksum line of a checkpoint.
+std::string checksum_line(const Fnv& sum) { return "FNV1A64 " + sum.hex() + "\n"; }
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -79,7 +65,7 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   }
   if (status.size() < rows) throw std::logic_error("write_checkpoint: fewer statuses than done");
   put(status.data(), rows * 4);
-  const std::string trailer = sum.trailer();
+  const std::string trailer = checksum_line(sum);
   f.write(trailer.data(), trailer.size());
   f.close(/*sync=*/true);
   f.publish();
@@ -95,7 +81,13 @@ Checkpoint read_checkpoint(const fs::path& file) {
                       ", not a checkpoint; it cannot be resumed (delete it to start the run again)");
   std::ifstream f(file, std::ios::binary);
   if (!f) throw ConfigError(name + ": cannot read the checkpoint (" + std::strerror(errno) + ")");
-  return read_checkpoint(f, static_cast<std::uintmax_t>(st.st_size), name);
+  // The size of the file opened, not of the path's: a live run may replace
+  // its checkpoint (a rename) between the stat and the open.
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f.tellg();
+  f.seekg(0, std::ios::beg);
+  if (size < 0 || !f) throw ConfigError(name + ": cannot read the checkpoint (its size is unknown)");
+  return read_checkpoint(f, static_cast<std::uintmax_t>(size), name);
 }
 
 Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std::string& name) {
@@ -181,7 +173,7 @@ Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std
   std::string trailer(kTrailer, '\0');
   if (!f.read(trailer.data(), static_cast<std::streamsize>(kTrailer))) throw bad("the checkpoint is truncated");
   if (trailer.compare(0, 8, "FNV1A64 ") != 0) throw bad("the checkpoint is truncated (no checksum at its end)");
-  if (trailer != sum.trailer()) throw bad("the checkpoint is corrupted (checksum mismatch)");
+  if (trailer != checksum_line(sum)) throw bad("the checkpoint is corrupted (checksum mismatch)");
   // The checksum holds: the fields must still be those of a run (a file
   // forged with a recomputed checksum, or written by a buggy build).
   for (std::size_t r = 0; r < k.status.size(); ++r)

@@ -378,4 +378,10 @@ void StdoutWriter::finish() {
   if (buf_->err || !*os_) throw WriteError("writing to standard output failed (" + errtext(buf_->err) + ")");
 }
 
+std::string Fnv::hex() const {
+  char t[17];
+  std::snprintf(t, sizeof t, "%016llx", static_cast<unsigned long long>(h));
+  return t;
+}
+
 }  // namespace ukb::run

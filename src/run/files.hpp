@@ -85,6 +85,22 @@ class DirLock {
   int fd_ = -1;
 };
 
+/// FNV-1a, 64 bits, fed piece by piece: the checksum of checkpoints and the
+/// keys and content hashes of the model-file cache (not a defence against
+/// someone who can write those files).
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ULL;
+  void add(const void* p, std::size_t n) {
+    const unsigned char* c = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 1099511628211ULL;
+    }
+  }
+  /// 16 lower-case hex digits.
+  std::string hex() const;
+};
+
 /// The largest config file read (bytes).
 inline constexpr std::uintmax_t max_config_bytes = 16u << 20;
 

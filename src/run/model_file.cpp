@@ -56,20 +56,16 @@ using Clock = std::chrono::steady_clock;
 
 std::string named(const fs::path& p) { return "'" + printable(p.string(), 300) + "'"; }
 
-// FNV-1a, 64 bits: cache keys and content hashes (not a defence against
-// someone who can write the cache: they can run code as the user anyway).
+// Cache keys and content hashes: run::Fnv over the parts, each followed by a
+// separator byte, so that ("ab", "c") and ("a", "bc") differ.
 struct Hash {
-  std::uint64_t h = 1469598103934665603ull;
+  run::Fnv f;
   Hash& add(std::string_view s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;  // a separator: ("ab","c") != ("a","bc")
+    f.add(s.data(), s.size());
+    f.add("\xff", 1);
     return *this;
   }
-  std::string hex() const {
-    char b[17];
-    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
-    return b;
-  }
+  std::string hex() const { return f.hex(); }
 };
 
 std::optional<std::string> read_file(const fs::path& p) {
@@ -252,10 +248,10 @@ fs::path cache_root() {
   return root;
 }
 
-// A directory removed with everything in it when the scope ends, unless kept.
+// A directory removed with everything in it when the scope ends (if it is
+// still there: a published build has been renamed).
 struct TempDir {
   fs::path path;
-  bool keep = false;
   explicit TempDir(const fs::path& parent) {
     std::random_device rd;
     for (int k = 0; k < 100; ++k) {
@@ -272,7 +268,7 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
   ~TempDir() {
     std::error_code ec;
-    if (!keep) fs::remove_all(path, ec);
+    fs::remove_all(path, ec);
   }
 };
 
@@ -718,7 +714,6 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
       TempDir build(root);
       build_plugin(path, o.cuda, key, build.path);
       publish(build.path, entry, key);
-      build.keep = !fs::exists(build.path);
     }
     f = load_plugin(entry / "plugin.so");
     if (!f) fail("model file " + named(path_text) + ": its freshly compiled plugin does not load: " + load_error);
