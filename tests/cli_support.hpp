@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "sanitized.hpp"
+
 namespace ukb::test {
 
 // A file name of this process and test: ctest runs tests in parallel.

@@ -12,22 +12,9 @@
 #include "ukb/models/all.hpp"
 #include "ukb/reference.hpp"
 
-#ifndef UKB_TEST_SANITIZED
-#define UKB_TEST_SANITIZED 0
-#endif
+#include "sanitized.hpp"
 
 namespace ukb::test {
-
-/// True in the sanitizer build (scripts/test.sh: build-san/, where the code
-/// runs 5-20x slower). There the longest numeric tests integrate fewer
-/// steps: the same code paths and the same assertions (a memory error or
-/// undefined behaviour shows in the first steps), a shorter run.
-inline constexpr bool sanitized = UKB_TEST_SANITIZED;
-
-/// `full` in the main build; `full / divisor` (at least 1) under the sanitizers.
-constexpr long sanitized_shorter(long full, long divisor) {
-  return sanitized ? (full / divisor > 0 ? full / divisor : 1) : full;
-}
 
 using Eigen::MatrixXd;
 using Eigen::VectorXd;

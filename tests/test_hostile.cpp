@@ -29,9 +29,6 @@
 #include "files.hpp"
 #include "ukb/run.hpp"
 
-#ifndef UKB_TEST_SANITIZED
-#define UKB_TEST_SANITIZED 0
-#endif
 
 namespace {
 
@@ -40,6 +37,7 @@ using ukb::test::CliRun;
 using ukb::test::run_cli;
 using ukb::test::slurp;
 using ukb::test::unique_path;
+using ukb::test::sanitized;
 
 std::string ring_config(long samples, const std::string& seed = "7", const std::string& extra = "") {
   return "model = \"bead_on_ring\"\nsamples = " + std::to_string(samples) + "\nseed = " + seed +
@@ -121,7 +119,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 // it, are refused with exit 2 naming the holder's pid; the holder's run is
 // untouched (its results equal a run alone), and the lock goes with it.
 TEST(Hostile, AnOutputDirectoryBelongsToOneRunAtATime) {
-  const long samples = UKB_TEST_SANITIZED ? 800 : 3000;  // about 1 s (the sanitizers run 10x slower)
+  const long samples = sanitized ? 800 : 3000;  // about 1 s (the sanitizers run 10x slower)
   const std::string cfg_a = write_config("a.toml", ring_config(samples, "7"));
   const std::string cfg_b = write_config("b.toml", ring_config(samples, "8"));
   const std::string alone = unique_path("alone"), shared = unique_path("shared");
@@ -336,7 +334,7 @@ TEST(Hostile, PlantedSymlinksAreNeverFollowed) {
 // ---- 5. memory limits and oversized input ------------------------------------
 
 TEST(Hostile, MemoryLimitsAreRespectedAndNamed) {
-  if (UKB_TEST_SANITIZED) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
+  if (sanitized) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
   // 30 million samples need some GB for the table: refused under a 1 GB
   // address-space limit, with that limit named.
   const std::string cfg = write_config("big.toml", ring_config(30000000));

@@ -25,9 +25,6 @@
 
 #include "cli_support.hpp"
 
-#ifndef UKB_TEST_SANITIZED
-#define UKB_TEST_SANITIZED 0
-#endif
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
 #include "checkpoint.hpp"
@@ -836,7 +833,7 @@ TEST(Resume, SignalsAtRandomInstantsThenResumeGiveTheSameResults) {
   const std::string cfg = unique_path("c.toml");
   // About 1 s in a Release build (a quarter of the samples under the
   // sanitizers, which run 10x slower).
-  std::ofstream(cfg) << resumable_toml(UKB_TEST_SANITIZED ? 1000 : 4000, "threads = 1\n");
+  std::ofstream(cfg) << resumable_toml(sanitized ? 1000 : 4000, "threads = 1\n");
   const std::string whole = unique_path("whole");
   fs::remove_all(whole);
   ASSERT_EQ(run_cli("run " + cfg + " --out " + whole + " --quiet").code, 0);

@@ -14,7 +14,7 @@
 namespace ukb::test {
 namespace {
 
-constexpr double kTol = 1e-12;
+constexpr double kSeedTol = 1e-12;
 
 TEST(Seeds, RingEq39ClosedFormAtRandomStates) {
   using Mo = models::BeadOnRing<double>;
@@ -23,12 +23,12 @@ TEST(Seeds, RingEq39ClosedFormAtRandomStates) {
     const Sample<Mo> s = Gen<Mo>::consistent(rng);
     const reference::Result r = reference::evaluate<Mo>(s.p, s.q, s.qd, 0);
     const VectorXd expected = ring_closed_form(s.p.g, s.p.mu, s.q(0), s.q(1), s.qd(0), s.qd(1));
-    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kTol) << "sample " << i;
+    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kSeedTol) << "sample " << i;
     // Normal force m |g y - v^2| / R and friction mu times it, against v.
     const double normal = s.p.m * std::abs(s.p.g * s.q(1) - s.qd.squaredNorm()) / s.q.norm();
-    EXPECT_NEAR(r.Qc_ideal.norm(), normal, kTol * normal);
+    EXPECT_NEAR(r.Qc_ideal.norm(), normal, kSeedTol * normal);
     const VectorXd friction = -s.p.mu * normal * s.qd.normalized();
-    EXPECT_LT(rel_err(r.Qc_nonideal, friction, 1e-300), kTol);
+    EXPECT_LT(rel_err(r.Qc_nonideal, friction, 1e-300), kSeedTol);
   }
 }
 
@@ -49,7 +49,7 @@ TEST(Seeds, RingAgreesWithPolarDerivation) {
     const VectorXd q{{R * std::sin(th), -R * std::cos(th)}};
     const VectorXd qd{{R * w * std::cos(th), R * w * std::sin(th)}};
     const reference::Result r = reference::evaluate<Mo>(p, q, qd, 0);
-    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kTol) << "sample " << i;
+    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kSeedTol) << "sample " << i;
   }
 }
 
@@ -99,11 +99,11 @@ TEST(Seeds, NonholonomicParticleEq17ClosedFormAtRandomStates) {
     const VectorXd expected{{xdd, z2 * xdd + 2 * z * zd * xd, (p.fz + C(2)) / p.m}};
     const double lambda = (z2 * p.fx - p.fy + 2 * p.m * z * zd * xd) / (1 + z4);
     const reference::Result r = reference::evaluate<Mo>(p, s.q, s.qd, 0);
-    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kTol) << "sample " << i;
-    EXPECT_LT(rel_err(r.Qc_ideal, VectorXd{{-z2 * lambda, lambda, 0.0}}, 1e-300), kTol);
-    EXPECT_LT(rel_err(r.Qc_nonideal, C, 1e-300), kTol);
+    EXPECT_LT(rel_err(r.qdd, expected, 1e-300), kSeedTol) << "sample " << i;
+    EXPECT_LT(rel_err(r.Qc_ideal, VectorXd{{-z2 * lambda, lambda, 0.0}}, 1e-300), kSeedTol);
+    EXPECT_LT(rel_err(r.Qc_nonideal, C, 1e-300), kSeedTol);
     ASSERT_EQ(r.lambda.size(), 1);
-    EXPECT_NEAR(r.lambda(0), lambda, kTol * std::max(1.0, std::abs(lambda)));
+    EXPECT_NEAR(r.lambda(0), lambda, kSeedTol * std::max(1.0, std::abs(lambda)));
   }
 }
 

@@ -52,7 +52,10 @@ void sync_dir(const fs::path& dir) {
 
 // ---------------------------------------------------------------- AtomicFile
 
-namespace {
+// Not in an anonymous namespace: the base of AtomicFile::Buf and
+// StdoutWriter::Buf, which have external linkage (g++ -Wsubobject-linkage
+// in a unity build).
+namespace detail {
 
 // A stream buffer on a file descriptor that keeps the first error.
 struct FdBuf : std::streambuf {
@@ -89,10 +92,10 @@ struct FdBuf : std::streambuf {
   int sync() override { return drain() ? 0 : -1; }
 };
 
-}  // namespace
+}  // namespace detail
 
-struct AtomicFile::Buf : FdBuf {
-  using FdBuf::FdBuf;
+struct AtomicFile::Buf : detail::FdBuf {
+  using detail::FdBuf::FdBuf;
 };
 
 AtomicFile::AtomicFile(fs::path target, std::string what) : target_(std::move(target)), what_(std::move(what)) {
@@ -361,8 +364,8 @@ MemoryLimit available_memory() {
 
 // ------------------------------------------------------------------- stdout
 
-struct StdoutWriter::Buf : FdBuf {
-  using FdBuf::FdBuf;
+struct StdoutWriter::Buf : detail::FdBuf {
+  using detail::FdBuf::FdBuf;
 };
 
 StdoutWriter::StdoutWriter() : buf_(std::make_unique<Buf>(STDOUT_FILENO)), os_(std::make_unique<std::ostream>(buf_.get())) {
