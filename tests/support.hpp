@@ -161,6 +161,58 @@ struct Gen<models::TwoLinkArm<double>> {
   }
 };
 
+template <>
+struct Gen<models::ChaplyginSleigh<double>> {
+  using Mo = models::ChaplyginSleigh<double>;
+  static Sample<Mo> consistent(Rng& r) {
+    Sample<Mo> s;
+    s.p = {r.uniform(0.5, 2),  r.uniform(0.05, 0.5), r.uniform(-0.5, 0.5), r.uniform(-2, 2),
+           r.uniform(-2, 2),   r.uniform(-1, 1),     r.uniform(0, 3),      r.uniform(0, 1)};
+    const double th = r.uniform(-M_PI, M_PI), v = r.uniform(-2, 2), w = r.uniform(-3, 3);
+    // The centre of mass moves at v along e1 and at a w along e2 (the blade
+    // a behind it has no sideways speed).
+    s.q = VectorXd{{r.uniform(-2, 2), r.uniform(-2, 2), th}};
+    s.qd = VectorXd{{v * std::cos(th) - s.p.a * w * std::sin(th), v * std::sin(th) + s.p.a * w * std::cos(th), w}};
+    return s;
+  }
+};
+
+template <>
+struct Gen<models::RollingDisk<double>> {
+  using Mo = models::RollingDisk<double>;
+  static Sample<Mo> consistent(Rng& r) {
+    Sample<Mo> s;
+    s.p = {r.uniform(0.5, 2), r.uniform(0.1, 0.5), r.uniform(0.01, 0.1), r.uniform(0.01, 0.1), r.uniform(-1, 1),
+           r.uniform(0, 3),   r.uniform(-1, 1),    r.uniform(0, 3),      r.uniform(0, 0.5)};
+    const double th = r.uniform(-M_PI, M_PI), thd = r.uniform(-3, 3), phd = r.uniform(-5, 5);
+    s.q = VectorXd{{r.uniform(-2, 2), r.uniform(-2, 2), th, r.uniform(-M_PI, M_PI)}};
+    s.qd = VectorXd{{s.p.r * phd * std::cos(th), s.p.r * phd * std::sin(th), thd, phd}};
+    return s;
+  }
+};
+
+template <>
+struct Gen<models::RollingSphere<double>> {
+  using Mo = models::RollingSphere<double>;
+  static Sample<Mo> consistent(Rng& r) {
+    Sample<Mo> s;
+    // Slow (|w| <= 0.3, a small force): the tests' runs of 1 s then keep the
+    // body axis more than 0.1 rad from the vertical.
+    s.p = {r.uniform(0.5, 2), r.uniform(0.1, 0.3), r.uniform(-0.02, 0.02), r.uniform(-0.02, 0.02)};
+    // Away from the gimbal lock (sin theta = 0; also after off_manifold's
+    // perturbation of up to 0.3); the centre's velocity from
+    // the Euler rates by rolling (the seed text's relations):
+    // x' = r theta' sin psi - r phi' sin theta cos psi,
+    // y' = -r theta' cos psi - r phi' sin theta sin psi.
+    const double psi = r.uniform(-M_PI, M_PI), th = r.uniform(0.4, M_PI - 0.4), R = s.p.r;
+    const double psid = r.uniform(-0.1, 0.1), thd = r.uniform(-0.1, 0.1), phd = r.uniform(-0.1, 0.1);
+    s.q = VectorXd{{r.uniform(-2, 2), r.uniform(-2, 2), psi, th, r.uniform(-M_PI, M_PI)}};
+    s.qd = VectorXd{{R * thd * std::sin(psi) - R * phd * std::sin(th) * std::cos(psi),
+                     -R * thd * std::cos(psi) - R * phd * std::sin(th) * std::sin(psi), psid, thd, phd}};
+    return s;
+  }
+};
+
 /// A random state off the constraint manifold: positions and velocities
 /// perturbed in every coordinate. Keeps the parameters of `base`.
 template <class Mo>

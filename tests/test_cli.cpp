@@ -42,6 +42,70 @@ TEST(Cli, AccelRingAcceptanceExampleMatchesClosedForm) {
   EXPECT_GT((expected - no_friction).norm(), 0.1);
 }
 
+TEST(Cli, AccelOfTheNonholonomicModelsIsThatOfTheirReducedEquations) {
+  // Issue 20's acceptance, through `ukb accel` on both backends.
+  auto qdd_of = [](const std::string& args) {
+    const CliRun r = run_cli("accel " + args);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["status"], "ok") << args;
+    return j["qdd"].get<std::vector<double>>();
+  };
+  for (const char* be : {"reference", "cpu"}) {
+    SCOPED_TRACE(be);
+    const std::string on = std::string(" --backend ") + be;
+    {  // sleigh: v' = a w^2 + (F.e1 - c v)/m, (I + m a^2) w' = -m a v w + a F.e2
+      const double m = 2, I = 0.3, a = 0.25, Fx = 0.7, Fy = -0.4, c = 0.6, th = 0.9, v = 1.3, w = -2.1;
+      const double e1x = std::cos(th), e1y = std::sin(th);
+      const double xd = v * e1x - a * w * e1y, yd = v * e1y + a * w * e1x;
+      const double vd = a * w * w + (Fx * e1x + Fy * e1y - c * v) / m;
+      const double wd = (-m * a * v * w + a * (-Fx * e1y + Fy * e1x)) / (I + m * a * a);
+      const double along = vd - a * w * w, across = v * w + a * wd;
+      std::ostringstream args;
+      args.precision(17);
+      args << "--model chaplygin_sleigh --param m=2 --param I=0.3 --param a=0.25 --param Fx=0.7 --param Fy=-0.4 "
+           << "--param c=0.6 --q 0.1,-0.2," << th << " --qd " << xd << "," << yd << "," << w << on;
+      const std::vector<double> got = qdd_of(args.str());
+      const std::vector<double> want = {along * e1x - across * e1y, along * e1y + across * e1x, wd};
+      ASSERT_EQ(got.size(), 3u);
+      for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * (std::abs(want[i]) + 1e-3)) << i;
+    }
+    {  // disk: theta'' = tau_th/Ith, (Jph + m r^2) phi'' = tau_ph sin(w_ph t) - c_r phi'
+      const double m = 1.5, r = 0.4, Ith = 0.05, Jph = 0.09, tth = 0.3, tph = 0.8, wph = 2, cr = 0.2, t = 0.7;
+      const double th = -1.1, thd = 0.6, phd = 3.0;
+      const double thdd = tth / Ith, phdd = (tph * std::sin(wph * t) - cr * phd) / (Jph + m * r * r);
+      std::ostringstream args;
+      args.precision(17);
+      args << "--model rolling_disk --param m=1.5 --param r=0.4 --param Ith=0.05 --param Jph=0.09 "
+           << "--param tau_th=0.3 --param tau_ph=0.8 --param w_ph=2 --param c_r=0.2 --t 0.7 --q 0,0," << th
+           << ",0.5 --qd " << r * phd * std::cos(th) << "," << r * phd * std::sin(th) << "," << thd << "," << phd << on;
+      const std::vector<double> got = qdd_of(args.str());
+      const std::vector<double> want = {r * (phdd * std::cos(th) - phd * thd * std::sin(th)),
+                                        r * (phdd * std::sin(th) + phd * thd * std::cos(th)), thdd, phdd};
+      ASSERT_EQ(got.size(), 4u);
+      for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * (std::abs(want[i]) + 1e-3)) << i;
+    }
+    {  // sphere: the centre accelerates at 5 F / (7 m)
+      const double psi = 0.4, th = 1.2, r = 0.15, psid = 0.5, thd = -0.7, phd = 1.1;
+      const double xd = r * thd * std::sin(psi) - r * phd * std::sin(th) * std::cos(psi);
+      const double yd = -r * thd * std::cos(psi) - r * phd * std::sin(th) * std::sin(psi);
+      std::ostringstream args;
+      args.precision(17);
+      args << "--model rolling_sphere --param m=2 --param r=0.15 --param Fx=0.9 --param Fy=-0.5 --q 0,0," << psi
+           << "," << th << ",0.3 --qd " << xd << "," << yd << "," << psid << "," << thd << "," << phd << on;
+      const std::vector<double> got = qdd_of(args.str());
+      ASSERT_EQ(got.size(), 5u);
+      EXPECT_NEAR(got[0], 5 * 0.9 / 14, 1e-12 * 0.33);
+      EXPECT_NEAR(got[1], -5 * 0.5 / 14, 1e-12 * 0.33);
+      // psi' + phi' cos theta stays: psi'' + phi'' cos theta - phi' theta' sin theta = 0.
+      EXPECT_NEAR(got[2] + got[4] * std::cos(th) - phd * thd * std::sin(th), 0, 1e-12 * (1 + std::abs(got[4])));
+    }
+  }
+  // The gimbal lock: a status, not a NaN.
+  const CliRun lock = run_cli("accel --model rolling_sphere --q 0,0,0.3,0,0.1 --qd 0,0,1,0,2");
+  EXPECT_NE(lock.out.find("failed_mass_matrix"), std::string::npos) << lock.out << lock.err;
+}
+
 TEST(Cli, AccelCpuBackendAgreesWithReference) {
   // Every model, at its default parameters and an arbitrary state.
   for (const ModelInfo& m : all_models()) {

@@ -32,6 +32,15 @@ const std::map<std::string, Spec>& specs() {
        {2, 1, {"theta1", "theta2"},
         {{"m1", 1}, {"m2", 1}, {"l1", 1}, {"l2", 1}, {"g", 9.81}, {"c", 0}, {"beta", 0},
          {"p0x", 0}, {"p0y", -1.5}}}},
+      // Issue 20's names, coordinates and defaults.
+      {"chaplygin_sleigh",
+       {3, 1, {"x", "y", "theta"},
+        {{"m", 1}, {"I", 0.1}, {"a", 0.2}, {"Fx", 0}, {"Fy", 0}, {"tau0", 0}, {"w", 0}, {"c", 0}}}},
+      {"rolling_disk",
+       {4, 2, {"x", "y", "theta", "phi"},
+        {{"m", 1}, {"r", 0.3}, {"Ith", 0.0225}, {"Jph", 0.045}, {"tau_th", 0}, {"w_th", 0}, {"tau_ph", 0},
+         {"w_ph", 0}, {"c_r", 0}}}},
+      {"rolling_sphere", {5, 2, {"x", "y", "psi", "theta", "phi"}, {{"m", 1}, {"r", 0.1}, {"Fx", 0}, {"Fy", 0}}}},
   };
   return s;
 }
@@ -80,13 +89,14 @@ TEST(Registry, ParameterRangesFollowTheirDescriptionsAndAdmitTheDefaults) {
       EXPECT_TRUE(p.admits(p.default_value));
       EXPECT_FALSE(p.admits(std::numeric_limits<double>::quiet_NaN()));
       const bool mass_or_length = p.name == "m" || p.name == "m1" || p.name == "m2" || p.name == "R" ||
-                                  p.name == "l" || p.name == "l1" || p.name == "l2";
+                                  p.name == "l" || p.name == "l1" || p.name == "l2" || p.name == "r" ||
+                                  p.name == "I" || p.name == "Ith" || p.name == "Jph";
       if (mass_or_length) {
         ++positive;
         EXPECT_FALSE(p.admits(0.0));
         EXPECT_TRUE(p.admits(1e-300));
         EXPECT_EQ(p.range(), "> 0");
-      } else if (p.name == "mu" || p.name == "c") {
+      } else if (p.name == "mu" || p.name == "c" || p.name == "c_r") {
         ++nonnegative;
         EXPECT_TRUE(p.admits(0.0));
         EXPECT_FALSE(p.admits(-1e-300));

@@ -73,7 +73,7 @@ Result solve(const MatrixXd& M, const VectorXd& Q, const MatrixXd& A, const Vect
     return failed(Status::failed_nonfinite, n, m);
   if ((M - M.transpose()).norm() > 1e-12 * M.norm()) return failed(Status::failed_mass_matrix, n, m);
   const Eigen::LLT<MatrixXd> llt(M);
-  if (llt.info() != Eigen::Success) return failed(Status::failed_mass_matrix, n, m);
+  if (!mass_factor_ok(llt, M)) return failed(Status::failed_mass_matrix, n, m);
   const MatrixXd L = llt.matrixL();
 
   const VectorXd a = llt.solve(Q);                                      // M^{-1} Q

@@ -6,10 +6,13 @@
 
 #include "ukb/model.hpp"
 #include "ukb/models/bead_on_ring.hpp"
+#include "ukb/models/chaplygin_sleigh.hpp"
 #include "ukb/models/incline_block.hpp"
 #include "ukb/models/nonholonomic_particle.hpp"
 #include "ukb/models/planar_chain.hpp"
 #include "ukb/models/redundant_pendulum.hpp"
+#include "ukb/models/rolling_disk.hpp"
+#include "ukb/models/rolling_sphere.hpp"
 #include "ukb/models/two_link_arm.hpp"
 
 /// The built-in models, in the order `ukb models` lists them: the one list
@@ -18,7 +21,8 @@
 /// between two entries (A is passed through).
 #define UKB_BUILTIN_MODELS(X, S, A)                                                                 \
   X(A, BeadOnRing) S() X(A, NonholonomicParticle) S() X(A, InclineBlock) S() X(A, PlanarChain3) S() \
-  X(A, PlanarChain6) S() X(A, PlanarChain12) S() X(A, RedundantPendulum) S() X(A, TwoLinkArm)
+  X(A, PlanarChain6) S() X(A, PlanarChain12) S() X(A, RedundantPendulum) S() X(A, TwoLinkArm) S()   \
+  X(A, ChaplyginSleigh) S() X(A, RollingDisk) S() X(A, RollingSphere)
 
 namespace ukb::models {
 

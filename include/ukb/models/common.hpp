@@ -167,6 +167,20 @@ UKB_HD inline T circle_rate(const T* q, const T* qd) {
   return (q[0] * qd[1] - q[1] * qd[0]) / (q[0] * q[0] + q[1] * q[1]);
 }
 
+/// The residuals of a model whose rows are all nonholonomic: no position
+/// residual, and the norm of the rows' psi (Mo::constraint_rows) as the
+/// velocity residual.
+template <class Mo, class T>
+UKB_HD inline void nonholonomic_residual(const T* q, const T* qd, T t, const typename Mo::Params& p, T& pos,
+                                         T& vel) {
+  using std::sqrt;
+  T phi[Mo::m], psi[Mo::m];
+  Mo::constraint_rows(q, qd, t, p, phi, psi);
+  T s = T(0);
+  for (int i = 0; i < Mo::m; ++i) s += psi[i] * psi[i];
+  pos = T(0);
+  vel = sqrt(s);
+}
 /// Kinetic energy 1/2 v^T M v (M n x n, row-major).
 template <int N, class T>
 UKB_HD inline T kinetic_energy(const T* M, const T* v) {

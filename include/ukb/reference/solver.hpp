@@ -20,6 +20,7 @@
 
 #include <Eigen/Dense>
 #include <functional>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -75,10 +76,24 @@ bool is_inconsistent(const Eigen::MatrixXd& A, const Eigen::VectorXd& b, const E
 using NonidealFn =
     std::function<Eigen::VectorXd(const Eigen::VectorXd& Qc_ideal, const Eigen::VectorXd& lambda)>;
 
+/// True when the Cholesky factor of M shows M numerically positive
+/// definite: the factorisation succeeded and every pivot L_jj^2 is above
+/// n eps M_jj (a smaller pivot has lost every digit to cancellation: M is
+/// singular to working precision, as the rolling sphere's at sin theta = 0).
+inline bool mass_factor_ok(const Eigen::LLT<Eigen::MatrixXd>& llt, const Eigen::MatrixXd& M) {
+  if (llt.info() != Eigen::Success) return false;
+  const double floor = double(M.rows()) * std::numeric_limits<double>::epsilon();
+  const Eigen::MatrixXd& L = llt.matrixLLT();  // L in the lower triangle
+  for (Eigen::Index j = 0; j < M.rows(); ++j)
+    if (!(L(j, j) * L(j, j) > floor * M(j, j))) return false;
+  return true;
+}
+
 /// Solves the Udwadia–Kalaba equation for given M (n x n, symmetric), Q (n),
 /// A (m x n), b (m) and non-ideal force C. Status failed_nonfinite if an
 /// input or result is not finite, failed_mass_matrix if M is not symmetric
-/// (relative asymmetry above 1e-12) or its Cholesky factorisation fails.
+/// (relative asymmetry above 1e-12) or not numerically positive definite
+/// (mass_factor_ok).
 Result solve(const Eigen::MatrixXd& M, const Eigen::VectorXd& Q, const Eigen::MatrixXd& A,
              const Eigen::VectorXd& b, const NonidealFn& C, const Options& opt = {});
 
@@ -216,7 +231,7 @@ Projected project(const typename Mo::Params& p, State& s, double tol, int max_it
       if (!k.M.allFinite() || !J.allFinite() || !e.allFinite())
         return {Status::failed_nonfinite, false};
       const Eigen::LLT<Eigen::MatrixXd> llt(k.M);
-      if (llt.info() != Eigen::Success) return {Status::failed_mass_matrix, false};
+      if (!mass_factor_ok(llt, k.M)) return {Status::failed_mass_matrix, false};
       const Eigen::MatrixXd L = llt.matrixL();
       const Eigen::MatrixXd B = L.triangularView<Eigen::Lower>().solve(J.transpose()).transpose();
       const Eigen::VectorXd dx =

@@ -31,25 +31,38 @@ UKB_HD inline MaskOf<T> all_finite(const T* x) {
   return ok;
 }
 
+/// The pivot floor, relative to the diagonal entry, below which a mass
+/// matrix is not numerically positive definite: N eps (the default
+/// tolerance of LAPACK's pivoted Cholesky, dpstrf). A pivot that small has
+/// lost every digit to cancellation: M is singular to working precision (the
+/// rolling sphere's M at the Euler angles' gimbal lock, where the exact
+/// pivot is 0 and the computed one a rounding error of either sign).
+template <int N, class S>
+UKB_HD constexpr S mass_pivot_rtol() {
+  return S(N) * std::numeric_limits<S>::epsilon();
+}
+
 /// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
 /// (row-major; only the lower triangle is read). On success the lower
 /// triangle holds L, `rdiag` (N) the reciprocals 1 / L_jj, and the result
 /// is 0; otherwise the result is k + 1 for the first pivot k that is not
-/// positive (or not finite), per lane. The reciprocals turn the divisions of
+/// above `rel_pivot` times its diagonal entry A_kk (0: not positive), or
+/// not finite, per lane. The reciprocals turn the divisions of
 /// the factorisation and of every later triangular solve into
 /// multiplications: a division sits on the critical path of each row's
 /// recurrence and costs several times a multiplication's latency. A lane
 /// that fails goes on with NaN until every lane has failed.
 template <int N, class T>
-UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag) {
+UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag, typename Lanes<T>::Scalar rel_pivot = 0) {
   using Lane = Lanes<T>;
   using std::sqrt;
   typename Lane::Int info{};
   MaskOf<T> ok(true);
   for (int j = 0; j < N; ++j) {
-    T d = A[j * N + j];
+    const T a_jj = A[j * N + j];
+    T d = a_jj;
     for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
-    const MaskOf<T> bad = !(d > T(0)) || !is_finite(d);
+    const MaskOf<T> bad = !(d > T(rel_pivot) * a_jj) || !is_finite(d);
     Lane::first(info, bad, j + 1);
     ok = ok && !bad;
     if (!Lane::any(ok)) return info;

@@ -37,7 +37,7 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
   Mo::mass(q, t, p, L);
   if (!all_finite<n * n>(L) || !all_finite<m * n>(J) || !all_finite<m>(e))
     return Status::failed_nonfinite;
-  if (cholesky<n>(L, rd) != 0) return Status::failed_mass_matrix;
+  if (cholesky<n>(L, rd, mass_pivot_rtol<n, T>()) != 0) return Status::failed_mass_matrix;
   solve_lower_rows<n, m>(L, rd, J);  // J <- J L^{-T}
   PseudoInverse<m, n, T> pinv;
   pinv.factor(J, rank_rtol);

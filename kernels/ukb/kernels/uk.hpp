@@ -113,7 +113,7 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
       all_finite<n * n>(Lm) && all_finite<n>(a) && all_finite<m * n>(A) && all_finite<m>(b);
   Lane::fail(st, !finite_in, Status::failed_nonfinite);
   if (!Lane::any(Lane::ok(st))) return st;
-  Lane::fail(st, !Lane::is_zero(cholesky<n>(Lm, rd)), Status::failed_mass_matrix);
+  Lane::fail(st, !Lane::is_zero(cholesky<n>(Lm, rd, mass_pivot_rtol<n, T>())), Status::failed_mass_matrix);
   if (!Lane::any(Lane::ok(st))) return st;
 
   // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
