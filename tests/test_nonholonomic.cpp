@@ -306,7 +306,9 @@ TEST(Sphere, RollingConservesEnergyAndTheCentreMovesAsUnderFiveSeventhsOfF) {
 TEST(Sphere, TheGimbalLockIsAMassMatrixFailureNeverANaN) {
   // At sin theta = 0 the Euler angles' M is singular: theta = 0 exactly, and
   // theta = pi rounded (sin = 1.2e-16: singular to working precision).
-  // Velocities that satisfy both rows: x' = y' = 0, theta' = 0.
+  // At the locked states the velocities satisfy both rows (x' = y' = 0,
+  // theta' = 0, sin theta = 0); the third state (theta = 1) is a control that
+  // must evaluate, on or off the rows.
   Batch<Sphere> b(3);
   const double q_zero[5] = {0, 0, 0.3, 0, 0.1}, q_pi[5] = {0, 0, 0.3, M_PI, 0.1}, q_ok[5] = {0, 0, 0.3, 1, 0.1};
   const double qd[5] = {0, 0, 1.0, 0, 2.0};

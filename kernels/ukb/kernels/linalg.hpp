@@ -31,9 +31,10 @@ UKB_HD inline MaskOf<T> all_finite(const T* x) {
   return ok;
 }
 
-/// The pivot floor, relative to the diagonal entry, below which a mass
-/// matrix is not numerically positive definite: N eps (the default
-/// tolerance of LAPACK's pivoted Cholesky, dpstrf). A pivot that small has
+/// The pivot floor, relative to the pivot's own diagonal entry, below which
+/// a mass matrix is not numerically positive definite: N eps (the size of
+/// LAPACK's pivoted-Cholesky default tolerance, dpstrf, which measures it
+/// against the largest diagonal entry instead). A pivot that small has
 /// lost every digit to cancellation: M is singular to working precision (the
 /// rolling sphere's M at the Euler angles' gimbal lock, where the exact
 /// pivot is 0 and the computed one a rounding error of either sign).
