@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "sanitized.hpp"
 
@@ -51,6 +53,28 @@ inline CliRun run_cli(const std::string& args) {
   std::stringstream err;
   err << ef.rdbuf();
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
+}
+
+/// A CSV file (results.csv) as rows of named columns.
+inline std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::path& p) {
+  std::istringstream in(slurp(p));
+  std::string line;
+  std::vector<std::string> head;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> v;
+    std::stringstream s(l);
+    for (std::string x; std::getline(s, x, ',');) v.push_back(x);
+    return v;
+  };
+  if (std::getline(in, line)) head = split(line);
+  while (std::getline(in, line)) {
+    const std::vector<std::string> v = split(line);
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < head.size() && i < v.size(); ++i) row[head[i]] = v[i];
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace ukb::test

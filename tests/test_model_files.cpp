@@ -45,28 +45,6 @@ void write(const fs::path& p, const std::string& text) {
   f << text;
 }
 
-// results.csv as rows of named columns.
-std::vector<std::map<std::string, std::string>> read_csv(const fs::path& p) {
-  std::istringstream in(slurp(p));
-  std::string line;
-  std::vector<std::string> head;
-  std::vector<std::map<std::string, std::string>> rows;
-  auto split = [](const std::string& l) {
-    std::vector<std::string> v;
-    std::stringstream s(l);
-    for (std::string x; std::getline(s, x, ',');) v.push_back(x);
-    return v;
-  };
-  if (std::getline(in, line)) head = split(line);
-  while (std::getline(in, line)) {
-    const std::vector<std::string> v = split(line);
-    std::map<std::string, std::string> row;
-    for (std::size_t i = 0; i < head.size() && i < v.size(); ++i) row[head[i]] = v[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 // The example config with the model file given by its absolute path, fewer
 // samples, and the backend.
 fs::path example_config(const fs::path& dir, const std::string& name, long samples, const std::string& backend) {

@@ -8,8 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "support.hpp"
-#include "ukb/engine.hpp"
+#include "engine_support.hpp"
 
 namespace ukb::test {
 namespace {
@@ -26,19 +25,17 @@ std::vector<VectorXd> accelerations(Batch<Mo>& b, Backend be) {
   return out;
 }
 
-// A batch of random consistent samples.
-template <class Mo>
-std::pair<Batch<Mo>, std::vector<Sample<Mo>>> random_batch(int N, unsigned long seed) {
-  Rng rng(seed);
-  Batch<Mo> b(N);
-  std::vector<Sample<Mo>> s;
+// Random consistent systems (engine_support.hpp) at random times: the
+// time-dependent torques at any phase.
+template <template <class> class Model>
+RandomBatch<Model> at_random_times(int N, unsigned long seed) {
+  RandomBatch<Model> r(N, seed);
+  Rng rng(seed + 1);
   for (int i = 0; i < N; ++i) {
-    s.push_back(Gen<Mo>::consistent(rng));
-    s.back().t = rng.uniform(0, 5);  // the time-dependent torques at any phase
-    b.set_params(i, s.back().p);
-    b.set_state(i, s.back().q.data(), s.back().qd.data(), s.back().t);
+    r.samples[i].t = rng.uniform(0, 5);
+    r.set(i, r.samples[i]);
   }
-  return {std::move(b), std::move(s)};
+  return r;
 }
 
 // The natural initial quantities give a state on the constraints, and the
@@ -83,7 +80,9 @@ VectorXd sleigh_by_hand(const models::ChaplyginSleigh<double>::Params& p, const 
 
 TEST(Sleigh, AccelerationIsThatOfTheReducedEquations) {
   using Mo = models::ChaplyginSleigh<double>;
-  auto [b, samples] = random_batch<Mo>(300, 201);
+  RandomBatch<models::ChaplyginSleigh> r = at_random_times<models::ChaplyginSleigh>(300, 201);
+  Batch<Mo>& b = r.batch;
+  const std::vector<Sample<Mo>>& samples = r.samples;
   for (Backend be : {Backend::reference, Backend::cpu}) {
     const std::vector<VectorXd> qdd = accelerations(b, be);
     double worst = 0;
@@ -161,7 +160,9 @@ VectorXd disk_by_hand(const models::RollingDisk<double>::Params& p, const Vector
 
 TEST(Disk, AccelerationIsThatOfTheReducedEquations) {
   using Mo = models::RollingDisk<double>;
-  auto [b, samples] = random_batch<Mo>(300, 203);
+  RandomBatch<models::RollingDisk> r = at_random_times<models::RollingDisk>(300, 203);
+  Batch<Mo>& b = r.batch;
+  const std::vector<Sample<Mo>>& samples = r.samples;
   for (Backend be : {Backend::reference, Backend::cpu}) {
     const std::vector<VectorXd> qdd = accelerations(b, be);
     double worst = 0;
@@ -236,7 +237,9 @@ TEST(Sphere, TheCentreAcceleratesAtFiveSeventhsOfFOverMAndTheVerticalSpinStays) 
   // The contact force has no moment about the vertical through the centre:
   // w_z = psi' + phi' cos theta is constant, d/dt = psi'' + phi'' cos theta -
   // phi' theta' sin theta = 0 (the seed text's equation (1)).
-  auto [b, samples] = random_batch<Sphere>(300, 205);
+  RandomBatch<models::RollingSphere> r = at_random_times<models::RollingSphere>(300, 205);
+  Batch<Sphere>& b = r.batch;
+  const std::vector<Sample<Sphere>>& samples = r.samples;
   for (Backend be : {Backend::reference, Backend::cpu}) {
     const std::vector<VectorXd> qdd = accelerations(b, be);
     double worst_centre = 0, worst_spin = 0;

@@ -811,24 +811,14 @@ TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
 TEST(Examples, TheSleighConfigRunsAndItsEnergyGoesOnlyToTheBlade) {
   Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/sleigh_heading.toml");
   c.samples = 200;
-  std::istringstream csv(slurp(run_into(c, "sleigh") / "results.csv"));
-  std::string line;
-  std::getline(csv, line);
-  std::vector<std::string> head;
-  for (std::stringstream h(line); std::getline(h, line, ',');) head.push_back(line);
-  auto col = [&](const std::string& name) {
-    return static_cast<std::size_t>(std::find(head.begin(), head.end(), name) - head.begin());
-  };
+  const auto rows = read_csv(run_into(c, "sleigh") / "results.csv");
   const double m = 1, I = 0.1, a = 0.2, v = 0.2, w = 3;
   const double E0 = 0.5 * m * (v * v + a * a * w * w) + 0.5 * I * w * w;
-  int rows = 0, resisted = 0;
-  for (std::string row; std::getline(csv, row); ++rows) {
-    std::vector<std::string> f;
-    for (std::stringstream r(row); std::getline(r, line, ',');) f.push_back(line);
-    ASSERT_EQ(f.size(), head.size());
-    EXPECT_EQ(f[col("status")], "finished");
-    const double start = std::stod(f[col("energy_start")]), end = std::stod(f[col("energy_end")]);
-    const double lost = std::stod(f[col("energy_dissipated")]), cr = std::stod(f[col("c")]);
+  int resisted = 0;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("status"), "finished");
+    const double start = std::stod(row.at("energy_start")), end = std::stod(row.at("energy_end"));
+    const double lost = std::stod(row.at("energy_dissipated")), cr = std::stod(row.at("c"));
     EXPECT_NEAR(start, E0, 1e-14);
     EXPECT_NEAR(start - end, lost, 1e-14);
     EXPECT_LE(end, start + 1e-12);
@@ -836,9 +826,9 @@ TEST(Examples, TheSleighConfigRunsAndItsEnergyGoesOnlyToTheBlade) {
       EXPECT_GT(lost, 0.1 * E0) << "c = " << cr;
     }
     resisted += cr > 0.05;
-    EXPECT_LT(std::stod(f[col("res_vel_max")]), 1e-8);
+    EXPECT_LT(std::stod(row.at("res_vel_max")), 1e-8);
   }
-  EXPECT_EQ(rows, 200);
+  EXPECT_EQ(rows.size(), 200u);
   EXPECT_GT(resisted, 150);
 }
 
