@@ -224,6 +224,54 @@ TEST(Kernels, PinvGramRouteRespectsALargeRankTolerance) {
   EXPECT_EQ(p.rank, 5);
 }
 
+// kappa(G) = 20^2 = 400: beyond what a float Gram matrix could certify
+// (eps^{-1/3} = 200), well within the double Gram route's 1.6e5 (the bound
+// trace(G) ||L^{-1}||_F^2 is at most M^2 * 400). The float route computes
+// G, its factor and the solves in double: B^+ and (B B^T)^+ of the float
+// matrix to float accuracy, as float Jacobi gets them.
+template <int M, int N>
+void check_float_gram_in_double(Rng& rng) {
+  constexpr double cond = 20, eps = std::numeric_limits<float>::epsilon();
+  for (int trial = 0; trial < 10; ++trial) {
+    const Eigen::Matrix<float, M, N, Eigen::RowMajor> Bf = with_singular_values(rng, M, N, cond, 0).template cast<float>();
+    const MatrixXd B = Bf.template cast<double>();  // the float matrix, exactly
+    const Eigen::JacobiSVD<MatrixXd> svd(B, Eigen::ComputeThinU | Eigen::ComputeThinV);
+    const MatrixXd P = svd.solve(MatrixXd::Identity(M, M));             // B^+
+    const MatrixXd Gi = (B * B.transpose()).inverse();                    // (B B^T)^+
+    kernels::PseudoInverse<M, N, float> fast, jacobi;
+    fast.factor(Bf.data(), 1e-5f);
+    jacobi.factor(Bf.data(), 1e-5f, false);
+    EXPECT_TRUE(fast.gram);
+    EXPECT_TRUE(fast.gram_wide);
+    EXPECT_EQ(fast.rank, M);
+    EXPECT_EQ(jacobi.rank, M);
+    // f (float in, K floats out) on double vectors.
+    const auto as_double = []<int K>(std::integral_constant<int, K>, auto f) {
+      return [f](const double* y, double* x) {
+        float yf[M], xf[K];
+        for (int i = 0; i < M; ++i) yf[i] = float(y[i]);
+        f(yf, xf);
+        for (int i = 0; i < K; ++i) x[i] = xf[i];
+      };
+    };
+    const std::integral_constant<int, N> cols;
+    const std::integral_constant<int, M> rows;
+    const MatrixXd Pf = matrix_of<N, M>(as_double(cols, [&](const float* y, float* x) { fast.apply(y, x); }));
+    const MatrixXd Pj = matrix_of<N, M>(as_double(cols, [&](const float* y, float* x) { jacobi.apply(y, x); }));
+    const double err_gram = (Pf - P).norm() / P.norm(), err_jacobi = (Pj - P).norm() / P.norm();
+    EXPECT_LT(err_gram, 20 * cond * eps) << "trial " << trial;
+    EXPECT_LT(err_jacobi, 20 * cond * eps) << "trial " << trial;
+    const MatrixXd Gf = matrix_of<M, M>(as_double(rows, [&](const float* y, float* x) { fast.apply_gram(y, x); }));
+    EXPECT_LT((Gf - Gi).norm() / Gi.norm(), 20 * cond * eps) << "trial " << trial;
+  }
+}
+
+TEST(Kernels, PinvInFloatTakesTheGramRouteInDoubleWhereCertified) {
+  Rng rng(66);
+  check_float_gram_in_double<6, 12>(rng);   // after the float attempt
+  check_float_gram_in_double<12, 24>(rng);  // directly (more than 10 rows)
+}
+
 TEST(Kernels, PinvInFloatKeepsDependentRowsOut) {
   // Two proportional rows in float: rank 1 at the float default 1e-5.
   const float B[4] = {0.6f, 0.8f, 0.6f / 0.7f, 0.8f / 0.7f};

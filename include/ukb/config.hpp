@@ -13,6 +13,17 @@
 #define UKB_HD
 #endif
 
+/// `UKB_INLINE` asks for a small kernel helper to be inlined even into a
+/// large caller (g++ and clang otherwise give up on the SIMD packs' deep
+/// operator templates and call them, which costs more than the work).
+#if defined(__CUDACC__)
+#define UKB_INLINE __forceinline__
+#elif defined(__GNUC__)
+#define UKB_INLINE [[gnu::always_inline]] inline
+#else
+#define UKB_INLINE inline
+#endif
+
 namespace ukb {
 
 /// Library version, also printed by `ukb --version` and written to outputs.

@@ -57,6 +57,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <type_traits>
@@ -64,6 +65,23 @@
 #include "ukb/config.hpp"
 
 namespace ukb {
+
+namespace detail {
+template <class T>
+struct ScalarOf {
+  using type = T;
+};
+template <class T>
+  requires requires { typename T::value_type; }
+struct ScalarOf<T> {
+  using type = typename T::value_type;
+};
+}  // namespace detail
+
+/// The element type of a model's arithmetic type: T itself for a scalar,
+/// its element type for a SIMD pack.
+template <class T>
+using scalar_of = typename detail::ScalarOf<T>::type;
 
 /// A literal in a model's arithmetic type T: T(x) where T takes a double
 /// (numbers, packs of doubles), else the value converted to T's scalar
@@ -76,9 +94,65 @@ UKB_HD constexpr T lit(double x) {
   if constexpr (std::is_constructible_v<T, double>) {
     return T(x);
   } else {
-    return T(static_cast<typename T::value_type>(x));
+    return T(static_cast<scalar_of<T>>(x));
   }
 }
+
+/// How `pick` and `ukb::math` act on a model's arithmetic type V. This
+/// primary template is the scalar case (`double`, `float`, on the host and
+/// in device code); kernels/ukb/cpu/simd.hpp specialises it for SIMD packs:
+/// `pick` per lane, and `sin`/`cos` lane by lane through the scalar
+/// function, so that every lane rounds exactly as the scalar code does (a
+/// pack's own vectorised sin may differ in the last bit).
+template <class V>
+struct Arith {
+  UKB_HD static V pick(bool c, const V& a, const V& b) { return c ? a : b; }
+  UKB_HD static V sin(const V& x) {
+    using std::sin;
+    return sin(x);
+  }
+  UKB_HD static V cos(const V& x) {
+    using std::cos;
+    return cos(x);
+  }
+};
+
+/// A decision on values, written so that it also runs on SIMD packs: `a`
+/// where `c` holds, else `b`, per lane (`c ? a : b` for a scalar). Models
+/// that give `rebind` write their value-dependent choices with it instead of
+/// `if`, `?:` or `std::max` (`pick(v2 > T(0), x, y)`); both `a` and `b` are
+/// computed, so neither may trap (a division by zero in the one not taken
+/// is fine: its infinity or NaN is dropped).
+template <class M, class V>
+UKB_HD V pick(const M& c, const V& a, const V& b) {
+  return Arith<V>::pick(c, a, b);
+}
+
+/// Whether every lane of a decision holds (the decision itself for a
+/// scalar): lets pack-aware code skip work that no lane needs, as scalar
+/// code skips a branch not taken.
+UKB_HD inline bool all_lanes(bool c) { return c; }
+template <class M>
+bool all_lanes(const M& c) {
+  return all_of(c);  // a pack's mask: its library's all_of
+}
+
+/// Transcendental functions for models that give `rebind`: on a scalar the
+/// standard function, on a pack that function lane by lane (bitwise the
+/// scalar result). Call them qualified (`math::sin(q[0])`): an unqualified
+/// `sin` of a pack finds the pack library's own.
+namespace math {
+/// sin(x), per lane on a pack.
+template <class V>
+UKB_HD V sin(const V& x) {
+  return Arith<V>::sin(x);
+}
+/// cos(x), per lane on a pack.
+template <class V>
+UKB_HD V cos(const V& x) {
+  return Arith<V>::cos(x);
+}
+}  // namespace math
 
 namespace detail {
 /// Visitor used only to check that `visit_params` accepts a callable.

@@ -38,12 +38,16 @@ namespace ukb::models {
 /// velocity residual |-sin(theta) x' + cos(theta) y' - a theta'|;
 /// V = -(Fx x + Fy y) (the torque, a function of time, has no potential:
 /// energy_dissipated counts its work with the blade's); natural quantities
-/// x, y, theta, v (forward speed) and omega (turning rate). No `rebind`:
-/// the functions take sines and cosines, which a SIMD pack need not round
-/// as a scalar does (model.hpp), so the cpu backend calls it lane by lane.
+/// x, y, theta, v (forward speed) and omega (turning rate).
 template <class T>
 struct ChaplyginSleigh {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = ChaplyginSleigh<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "chaplygin_sleigh";
   static constexpr const char* summary =
       "Chaplygin sleigh: a body on a knife edge a behind its centre of mass that cannot slide sideways, "
@@ -58,8 +62,8 @@ struct ChaplyginSleigh {
 
   struct Params {
     T m = T(1);     // mass
-    T I = T(0.1);   // moment of inertia about the centre of mass
-    T a = T(0.2);   // distance from the blade's contact point to the centre of mass
+    T I = lit<T>(0.1);   // moment of inertia about the centre of mass
+    T a = lit<T>(0.2);   // distance from the blade's contact point to the centre of mass
     T Fx = T(0);    // force at the centre of mass, x
     T Fy = T(0);    // force at the centre of mass, y
     T tau0 = T(0);  // amplitude of the torque tau0 sin(w t)
@@ -87,16 +91,13 @@ struct ChaplyginSleigh {
   }
 
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T t, const Params& p, T* Q) {
-    using std::sin;
     Q[0] = p.Fx;
     Q[1] = p.Fy;
-    Q[2] = p.tau0 * sin(p.w * t);
+    Q[2] = p.tau0 * math::sin(p.w * t);
   }
 
   UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& p, T* A, T* b) {
-    using std::cos;
-    using std::sin;
-    const T c = cos(q[2]), s = sin(q[2]);
+    const T c = math::cos(q[2]), s = math::sin(q[2]);
     A[0] = -s;
     A[1] = c;
     A[2] = -p.a;
@@ -105,9 +106,7 @@ struct ChaplyginSleigh {
 
   UKB_HD static void nonideal(const T* q, const T* qd, T /*t*/, const Params& p, const T* /*Qc_ideal*/,
                               const T* /*lambda*/, T* C) {
-    using std::cos;
-    using std::sin;
-    const T c = cos(q[2]), s = sin(q[2]);
+    const T c = math::cos(q[2]), s = math::sin(q[2]);
     const T v = qd[0] * c + qd[1] * s;
     C[0] = -p.c * v * c;
     C[1] = -p.c * v * s;
@@ -123,19 +122,15 @@ struct ChaplyginSleigh {
   /// psi = -sin(theta) x' + cos(theta) y' - a theta', the blade's sideways
   /// speed (A = d psi / dq').
   UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi, T* phid) {
-    using std::cos;
-    using std::sin;
     phi[0] = T(0);
-    phid[0] = -sin(q[2]) * qd[0] + cos(q[2]) * qd[1] - p.a * qd[2];
+    phid[0] = -math::sin(q[2]) * qd[0] + math::cos(q[2]) * qd[1] - p.a * qd[2];
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return -(p.Fx * q[0] + p.Fy * q[1]); }
 
   /// q' = v e1 + a omega e2, theta' = omega.
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
-    using std::cos;
-    using std::sin;
-    const T c = cos(ic[2]), s = sin(ic[2]), v = ic[3], u = p.a * ic[4];
+    const T c = math::cos(ic[2]), s = math::sin(ic[2]), v = ic[3], u = p.a * ic[4];
     q[0] = ic[0];
     q[1] = ic[1];
     q[2] = ic[2];
@@ -146,12 +141,10 @@ struct ChaplyginSleigh {
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
-    using std::cos;
-    using std::sin;
     ic[0] = q[0];
     ic[1] = q[1];
     ic[2] = q[2];
-    ic[3] = qd[0] * cos(q[2]) + qd[1] * sin(q[2]);
+    ic[3] = qd[0] * math::cos(q[2]) + qd[1] * math::sin(q[2]);
     ic[4] = qd[2];
   }
 };

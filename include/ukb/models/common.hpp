@@ -26,10 +26,10 @@ template <int N, class T>
 UKB_HD inline T square_safe_scale(const T* x) {
   using std::abs;
   T s = T(0);
-  for (int i = 0; i < N; ++i) s = abs(x[i]) > s ? abs(x[i]) : s;
-  constexpr bool wide = sizeof(T) >= 8;
-  const T lo = T(wide ? 1e-150 : 1e-15), hi = T(wide ? 1e150 : 1e15);
-  return s > T(0) && (s < lo || s > hi) && s - s == T(0) ? s : T(1);
+  for (int i = 0; i < N; ++i) s = pick(abs(x[i]) > s, abs(x[i]), s);
+  constexpr bool wide = sizeof(scalar_of<T>) >= 8;
+  const T lo = lit<T>(wide ? 1e-150 : 1e-15), hi = lit<T>(wide ? 1e150 : 1e15);
+  return pick(s > T(0) && (s < lo || s > hi) && s - s == T(0), s, T(1));
 }
 
 /// |x| without underflow or overflow of the squares (square_safe_scale).
@@ -38,7 +38,11 @@ UKB_HD inline T safe_norm(const T* x) {
   using std::sqrt;
   const T s = square_safe_scale<N>(x);
   T r = T(0);
-  for (int i = 0; i < N; ++i) r += (x[i] / s) * (x[i] / s);
+  if (all_lanes(s == T(1))) {  // x / 1 is x: the same bits without the divisions
+    for (int i = 0; i < N; ++i) r += x[i] * x[i];
+  } else {
+    for (int i = 0; i < N; ++i) r += (x[i] / s) * (x[i] / s);
+  }
   return s * sqrt(r);
 }
 
@@ -48,7 +52,7 @@ UKB_HD inline T safe_norm(const T* x) {
 template <int N, class T>
 UKB_HD inline void coulomb_sliding(const T* v, const T* Qc_ideal, T mu, T* C) {
   const T speed = safe_norm<N>(v);
-  const T k = speed > T(0) ? -mu * safe_norm<N>(Qc_ideal) / speed : T(0);
+  const T k = pick(speed > T(0), -mu * safe_norm<N>(Qc_ideal) / speed, T(0));
   for (int i = 0; i < N; ++i) C[i] = k * v[i];
 }
 
@@ -92,8 +96,13 @@ UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename
   static_assert(Mo::m == 1, "one contact row");
   T v2 = T(0);
   for (int i = 0; i < n; ++i) v2 += qd[i] * qd[i];
-  if (v2 > T(0)) {
-    coulomb_sliding<n>(qd, Qc_ideal, mu, C);
+  // Sliding; then, where some lane is at rest, the law at rest, each lane
+  // taking its own (pick: also on packs).
+  T slide[n];
+  coulomb_sliding<n>(qd, Qc_ideal, mu, slide);
+  const auto sliding = v2 > T(0);
+  if (all_lanes(sliding)) {
+    for (int i = 0; i < n; ++i) C[i] = slide[i];
     return;
   }
   T A[n], b[1], Q[n];
@@ -108,8 +117,8 @@ UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename
   }
   for (int i = 0; i < n; ++i) C[i] = Q[i] - aQ / aa * A[i];  // Q_t
   const T limit = mu * safe_norm<n>(Qc_ideal), qt = safe_norm<n>(C);
-  const T k = qt <= limit ? T(-1) : -limit / qt;
-  for (int i = 0; i < n; ++i) C[i] *= k;
+  const T k = pick(qt <= limit, T(-1), -limit / qt);
+  for (int i = 0; i < n; ++i) C[i] = pick(sliding, slide[i], C[i] * k);
 }
 
 /// The stick-or-slip handler of a Coulomb point-mass model with one

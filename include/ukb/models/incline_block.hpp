@@ -33,6 +33,12 @@ namespace ukb::models {
 template <class T>
 struct InclineBlock {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = InclineBlock<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "incline_block";
   static constexpr const char* summary =
       "block on a straight line through the origin inclined at alpha below +x, gravity "
@@ -44,9 +50,9 @@ struct InclineBlock {
 
   struct Params {
     T m = T(1);       // block mass
-    T alpha = T(0.5); // inclination below +x [rad]
-    T g = T(9.81);    // gravitational acceleration
-    T mu = T(0.3);    // sliding-friction coefficient
+    T alpha = lit<T>(0.5); // inclination below +x [rad]
+    T g = lit<T>(9.81);    // gravitational acceleration
+    T mu = lit<T>(0.3);    // sliding-friction coefficient
   };
 
   template <class P, class F>
@@ -68,10 +74,8 @@ struct InclineBlock {
 
   UKB_HD static void constraints(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p,
                                  T* A, T* b) {
-    using std::cos;
-    using std::sin;
-    A[0] = sin(p.alpha);
-    A[1] = cos(p.alpha);
+    A[0] = math::sin(p.alpha);
+    A[1] = math::cos(p.alpha);
     b[0] = T(0);
   }
 
@@ -83,9 +87,7 @@ struct InclineBlock {
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
                               T& vel) {
     using std::abs;
-    using std::cos;
-    using std::sin;
-    const T sa = sin(p.alpha), ca = cos(p.alpha);
+    const T sa = math::sin(p.alpha), ca = math::cos(p.alpha);
     pos = abs(q[0] * sa + q[1] * ca);
     vel = abs(qd[0] * sa + qd[1] * ca);
   }
@@ -95,9 +97,7 @@ struct InclineBlock {
   /// phi = x sin(alpha) + y cos(alpha), the row's constraint.
   UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
                                      T* phid) {
-    using std::cos;
-    using std::sin;
-    const T sa = sin(p.alpha), ca = cos(p.alpha);
+    const T sa = math::sin(p.alpha), ca = math::cos(p.alpha);
     phi[0] = q[0] * sa + q[1] * ca;
     phid[0] = qd[0] * sa + qd[1] * ca;
   }
@@ -105,9 +105,7 @@ struct InclineBlock {
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) { return p.m * p.g * q[1]; }
 
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
-    using std::cos;
-    using std::sin;
-    const T ca = cos(p.alpha), sa = sin(p.alpha);
+    const T ca = math::cos(p.alpha), sa = math::sin(p.alpha);
     q[0] = ic[0] * ca;
     q[1] = -ic[0] * sa;
     qd[0] = ic[1] * ca;
@@ -116,16 +114,12 @@ struct InclineBlock {
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& p, T* ic) {
-    using std::cos;
-    using std::sin;
-    ic[0] = q[0] * cos(p.alpha) - q[1] * sin(p.alpha);
+    ic[0] = q[0] * math::cos(p.alpha) - q[1] * math::sin(p.alpha);
     ic[1] = event(q, qd, T(0), p);
   }
 
   UKB_HD static T event(const T* /*q*/, const T* qd, T /*t*/, const Params& p) {
-    using std::cos;
-    using std::sin;
-    return qd[0] * cos(p.alpha) - qd[1] * sin(p.alpha);
+    return qd[0] * math::cos(p.alpha) - qd[1] * math::sin(p.alpha);
   }
 
   UKB_HD static EventAction on_event(T* q, T* qd, T t, const Params& p) {

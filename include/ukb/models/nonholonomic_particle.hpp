@@ -26,6 +26,12 @@ namespace ukb::models {
 template <class T>
 struct NonholonomicParticle {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = NonholonomicParticle<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "nonholonomic_particle";
   static constexpr const char* summary =
       "particle in 3D with the nonholonomic constraint y' = z^2 x' and the non-ideal "
@@ -37,10 +43,10 @@ struct NonholonomicParticle {
 
   struct Params {
     T m = T(1);       // particle mass
-    T a0 = T(0.1);    // coefficient of the non-ideal force
+    T a0 = lit<T>(0.1);    // coefficient of the non-ideal force
     T fx = T(0);      // impressed force, x component
     T fy = T(0);      // impressed force, y component
-    T fz = T(-9.81);  // impressed force, z component
+    T fz = lit<T>(-9.81);  // impressed force, z component
   };
 
   template <class P, class F>

@@ -35,10 +35,16 @@ namespace ukb::models {
 /// velocity residual |(x' - r phi' cos theta, y' - r phi' sin theta)|;
 /// V = 0 (the torques are functions of time: energy_dissipated counts their
 /// work with the rolling resistance's); natural quantities x, y, theta, phi,
-/// theta_dot, phi_dot. No `rebind` (sines and cosines; model.hpp).
+/// theta_dot, phi_dot.
 template <class T>
 struct RollingDisk {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = RollingDisk<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "rolling_disk";
   static constexpr const char* summary =
       "upright disk rolling without slipping on a plane, steering and driving torques, rolling resistance "
@@ -53,9 +59,9 @@ struct RollingDisk {
 
   struct Params {
     T m = T(1);          // mass
-    T r = T(0.3);        // radius
-    T Ith = T(0.0225);   // moment of inertia about the vertical diameter (m r^2 / 4)
-    T Jph = T(0.045);    // moment of inertia about the axle (m r^2 / 2)
+    T r = lit<T>(0.3);        // radius
+    T Ith = lit<T>(0.0225);   // moment of inertia about the vertical diameter (m r^2 / 4)
+    T Jph = lit<T>(0.045);    // moment of inertia about the axle (m r^2 / 2)
     T tau_th = T(0);     // amplitude of the steering torque tau_th cos(w_th t)
     T w_th = T(0);       // its angular frequency
     T tau_ph = T(0);     // amplitude of the driving torque tau_ph sin(w_ph t)
@@ -85,18 +91,14 @@ struct RollingDisk {
   }
 
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T t, const Params& p, T* Q) {
-    using std::cos;
-    using std::sin;
     Q[0] = T(0);
     Q[1] = T(0);
-    Q[2] = p.tau_th * cos(p.w_th * t);
-    Q[3] = p.tau_ph * sin(p.w_ph * t);
+    Q[2] = p.tau_th * math::cos(p.w_th * t);
+    Q[3] = p.tau_ph * math::sin(p.w_ph * t);
   }
 
   UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& p, T* A, T* b) {
-    using std::cos;
-    using std::sin;
-    const T c = cos(q[2]), s = sin(q[2]), k = p.r * qd[3] * qd[2];
+    const T c = math::cos(q[2]), s = math::sin(q[2]), k = p.r * qd[3] * qd[2];
     A[0] = T(1);
     A[1] = T(0);
     A[2] = T(0);
@@ -126,22 +128,18 @@ struct RollingDisk {
   /// psi = (x' - r phi' cos theta, y' - r phi' sin theta), the slip velocity
   /// of the contact point (A = d psi / dq').
   UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi, T* phid) {
-    using std::cos;
-    using std::sin;
     phi[0] = T(0);
     phi[1] = T(0);
-    phid[0] = qd[0] - p.r * qd[3] * cos(q[2]);
-    phid[1] = qd[1] - p.r * qd[3] * sin(q[2]);
+    phid[0] = qd[0] - p.r * qd[3] * math::cos(q[2]);
+    phid[1] = qd[1] - p.r * qd[3] * math::sin(q[2]);
   }
 
   UKB_HD static T potential(const T* /*q*/, T /*t*/, const Params& /*p*/) { return T(0); }
 
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
-    using std::cos;
-    using std::sin;
     for (int i = 0; i < n; ++i) q[i] = ic[i];
-    qd[0] = p.r * ic[5] * cos(ic[2]);
-    qd[1] = p.r * ic[5] * sin(ic[2]);
+    qd[0] = p.r * ic[5] * math::cos(ic[2]);
+    qd[1] = p.r * ic[5] * math::sin(ic[2]);
     qd[2] = ic[4];
     qd[3] = ic[5];
     return true;

@@ -48,10 +48,16 @@ namespace ukb::models {
 /// V = -(Fx x + Fy y); natural quantities x, y, psi, theta, phi, vx, vy
 /// (the centre's velocity) and wz (the spin about the vertical): the
 /// angular velocity is (-vy/r, vx/r, wz) (rolling), mapped to Euler-angle
-/// rates. No `rebind` (sines and cosines; model.hpp).
+/// rates.
 template <class T>
 struct RollingSphere {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = RollingSphere<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "rolling_sphere";
   static constexpr const char* summary =
       "homogeneous sphere rolling without slipping on a plane (Z-X-Z Euler angles; M singular at "
@@ -72,7 +78,7 @@ struct RollingSphere {
 
   struct Params {
     T m = T(1);    // mass
-    T r = T(0.1);  // radius
+    T r = lit<T>(0.1);  // radius
     T Fx = T(0);   // horizontal force at the centre, x
     T Fy = T(0);   // horizontal force at the centre, y
   };
@@ -86,8 +92,7 @@ struct RollingSphere {
   }
 
   UKB_HD static void mass(const T* q, T /*t*/, const Params& p, T* M) {
-    using std::cos;
-    const T k = T(2) * p.m * p.r * p.r / T(5), kc = k * cos(q[3]);
+    const T k = T(2) * p.m * p.r * p.r / T(5), kc = k * math::cos(q[3]);
     for (int i = 0; i < n * n; ++i) M[i] = T(0);
     M[0] = p.m;
     M[6] = p.m;
@@ -99,8 +104,7 @@ struct RollingSphere {
   }
 
   UKB_HD static void force(const T* q, const T* qd, T /*t*/, const Params& p, T* Q) {
-    using std::sin;
-    const T ks = T(2) * p.m * p.r * p.r / T(5) * sin(q[3]);
+    const T ks = T(2) * p.m * p.r * p.r / T(5) * math::sin(q[3]);
     Q[0] = p.Fx;
     Q[1] = p.Fy;
     Q[2] = ks * qd[3] * qd[4];
@@ -109,9 +113,7 @@ struct RollingSphere {
   }
 
   UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& p, T* A, T* b) {
-    using std::cos;
-    using std::sin;
-    const T cp = cos(q[2]), sp = sin(q[2]), ct = cos(q[3]), st = sin(q[3]);
+    const T cp = math::cos(q[2]), sp = math::sin(q[2]), ct = math::cos(q[3]), st = math::sin(q[3]);
     A[0] = cp;
     A[1] = sp;
     A[2] = T(0);
@@ -139,12 +141,10 @@ struct RollingSphere {
 
   /// The two rows' slip speeds (A = d psi / dq').
   UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi, T* phid) {
-    using std::cos;
-    using std::sin;
-    const T cp = cos(q[2]), sp = sin(q[2]);
+    const T cp = math::cos(q[2]), sp = math::sin(q[2]);
     phi[0] = T(0);
     phi[1] = T(0);
-    phid[0] = p.r * qd[4] * sin(q[3]) + qd[0] * cp + qd[1] * sp;
+    phid[0] = p.r * qd[4] * math::sin(q[3]) + qd[0] * cp + qd[1] * sp;
     phid[1] = p.r * qd[3] - qd[0] * sp + qd[1] * cp;
   }
 
@@ -155,29 +155,26 @@ struct RollingSphere {
   /// -sin theta cos psi, cos theta): theta' = wx cos psi + wy sin psi,
   /// phi' = (wx sin psi - wy cos psi) / sin theta, psi' = wz - phi' cos theta.
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
-    using std::cos;
-    using std::sin;
     const T th = ic[3];
-    if (!(th > T(0) && th < T(3.14159265358979323846))) return false;
-    const T st = sin(th);
+    if (!(th > T(0) && th < lit<T>(3.14159265358979323846))) return false;
+    const T st = math::sin(th);
     if (!(st > T(0))) return false;
-    const T cp = cos(ic[2]), sp = sin(ic[2]);
+    const T cp = math::cos(ic[2]), sp = math::sin(ic[2]);
     const T wx = -ic[6] / p.r, wy = ic[5] / p.r;
     for (int i = 0; i < n; ++i) q[i] = ic[i];
     qd[0] = ic[5];
     qd[1] = ic[6];
     qd[3] = wx * cp + wy * sp;
     qd[4] = (wx * sp - wy * cp) / st;
-    qd[2] = ic[7] - qd[4] * cos(th);
+    qd[2] = ic[7] - qd[4] * math::cos(th);
     return true;
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
-    using std::cos;
     for (int i = 0; i < n; ++i) ic[i] = q[i];
     ic[5] = qd[0];
     ic[6] = qd[1];
-    ic[7] = qd[2] + qd[4] * cos(q[3]);
+    ic[7] = qd[2] + qd[4] * math::cos(q[3]);
   }
 };
 

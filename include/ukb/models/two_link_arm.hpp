@@ -44,6 +44,12 @@ namespace ukb::models {
 template <class T>
 struct TwoLinkArm {
   using Scalar = T;
+  /// The same model on another arithmetic type: its physics functions are
+  /// branch-free and take sines and cosines through ukb::math, so the CPU
+  /// backend calls them on SIMD packs (model.hpp).
+  template <class U>
+  using rebind = TwoLinkArm<U>;
+  static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
   static constexpr const char* name = "two_link_arm";
   static constexpr const char* summary =
       "two uniform rods (double pendulum, non-diagonal M(q)) whose tip slides on a straight "
@@ -61,11 +67,11 @@ struct TwoLinkArm {
     T m2 = T(1);      // mass of rod 2
     T l1 = T(1);      // length of rod 1
     T l2 = T(1);      // length of rod 2
-    T g = T(9.81);    // gravitational acceleration
+    T g = lit<T>(9.81);    // gravitational acceleration
     T c = T(0);       // viscous friction coefficient at the tip
     T beta = T(0);    // direction angle of the line
     T p0x = T(0);     // a point of the line, x
-    T p0y = T(-1.5);  // a point of the line, y
+    T p0y = lit<T>(-1.5);  // a point of the line, y
   };
 
   template <class P, class F>
@@ -82,8 +88,7 @@ struct TwoLinkArm {
   }
 
   UKB_HD static void mass(const T* q, T /*t*/, const Params& p, T* M) {
-    using std::cos;
-    const T m12 = T(0.5) * p.m2 * p.l1 * p.l2 * cos(q[0] - q[1]);
+    const T m12 = lit<T>(0.5) * p.m2 * p.l1 * p.l2 * math::cos(q[0] - q[1]);
     M[0] = (p.m1 / T(3) + p.m2) * p.l1 * p.l1;
     M[1] = m12;
     M[2] = m12;
@@ -91,30 +96,25 @@ struct TwoLinkArm {
   }
 
   UKB_HD static void force(const T* q, const T* qd, T /*t*/, const Params& p, T* Q) {
-    using std::sin;
-    const T h = T(0.5) * p.m2 * p.l1 * p.l2 * sin(q[0] - q[1]);
-    Q[0] = -h * qd[1] * qd[1] - (T(0.5) * p.m1 + p.m2) * p.g * p.l1 * sin(q[0]);
-    Q[1] = h * qd[0] * qd[0] - T(0.5) * p.m2 * p.g * p.l2 * sin(q[1]);
+    const T h = lit<T>(0.5) * p.m2 * p.l1 * p.l2 * math::sin(q[0] - q[1]);
+    Q[0] = -h * qd[1] * qd[1] - (lit<T>(0.5) * p.m1 + p.m2) * p.g * p.l1 * math::sin(q[0]);
+    Q[1] = h * qd[0] * qd[0] - lit<T>(0.5) * p.m2 * p.g * p.l2 * math::sin(q[1]);
   }
 
   UKB_HD static void constraints(const T* q, const T* qd, T /*t*/, const Params& p, T* A,
                                  T* b) {
-    using std::cos;
-    using std::sin;
-    A[0] = p.l1 * sin(q[0] - p.beta);
-    A[1] = p.l2 * sin(q[1] - p.beta);
-    b[0] = -(p.l1 * cos(q[0] - p.beta) * qd[0] * qd[0] +
-             p.l2 * cos(q[1] - p.beta) * qd[1] * qd[1]);
+    A[0] = p.l1 * math::sin(q[0] - p.beta);
+    A[1] = p.l2 * math::sin(q[1] - p.beta);
+    b[0] = -(p.l1 * math::cos(q[0] - p.beta) * qd[0] * qd[0] +
+             p.l2 * math::cos(q[1] - p.beta) * qd[1] * qd[1]);
   }
 
   UKB_HD static void nonideal(const T* q, const T* qd, T /*t*/, const Params& p,
                               const T* /*Qc_ideal*/, const T* /*lambda*/, T* C) {
-    using std::cos;
-    using std::sin;
     // Tip Jacobian J (2 x 2) and line direction t.
-    const T J00 = p.l1 * cos(q[0]), J01 = p.l2 * cos(q[1]);
-    const T J10 = p.l1 * sin(q[0]), J11 = p.l2 * sin(q[1]);
-    const T tx = cos(p.beta), ty = sin(p.beta);
+    const T J00 = p.l1 * math::cos(q[0]), J01 = p.l2 * math::cos(q[1]);
+    const T J10 = p.l1 * math::sin(q[0]), J11 = p.l2 * math::sin(q[1]);
+    const T tx = math::cos(p.beta), ty = math::sin(p.beta);
     const T pdx = J00 * qd[0] + J01 * qd[1], pdy = J10 * qd[0] + J11 * qd[1];
     const T s = -p.c * (tx * pdx + ty * pdy);  // F = s t
     C[0] = J00 * s * tx + J10 * s * ty;
@@ -125,12 +125,10 @@ struct TwoLinkArm {
                               T& vel) {
     // Geometrically: the tip p and its velocity p' against the line's normal nn.
     using std::abs;
-    using std::cos;
-    using std::sin;
-    const T px = p.l1 * sin(q[0]) + p.l2 * sin(q[1]), py = -p.l1 * cos(q[0]) - p.l2 * cos(q[1]);
-    const T vx = p.l1 * cos(q[0]) * qd[0] + p.l2 * cos(q[1]) * qd[1];
-    const T vy = p.l1 * sin(q[0]) * qd[0] + p.l2 * sin(q[1]) * qd[1];
-    const T nx = -sin(p.beta), ny = cos(p.beta);
+    const T px = p.l1 * math::sin(q[0]) + p.l2 * math::sin(q[1]), py = -p.l1 * math::cos(q[0]) - p.l2 * math::cos(q[1]);
+    const T vx = p.l1 * math::cos(q[0]) * qd[0] + p.l2 * math::cos(q[1]) * qd[1];
+    const T vy = p.l1 * math::sin(q[0]) * qd[0] + p.l2 * math::sin(q[1]) * qd[1];
+    const T nx = -math::sin(p.beta), ny = math::cos(p.beta);
     pos = abs(nx * (px - p.p0x) + ny * (py - p.p0y));
     vel = abs(nx * vx + ny * vy);
   }
@@ -141,40 +139,34 @@ struct TwoLinkArm {
   /// (A = d phi / dq), phi' = A q'.
   UKB_HD static void constraint_rows(const T* q, const T* qd, T /*t*/, const Params& p, T* phi,
                                      T* phid) {
-    using std::cos;
-    using std::sin;
-    const T nn_p0 = -sin(p.beta) * p.p0x + cos(p.beta) * p.p0y;
-    phi[0] = -p.l1 * cos(q[0] - p.beta) - p.l2 * cos(q[1] - p.beta) - nn_p0;
-    phid[0] = p.l1 * sin(q[0] - p.beta) * qd[0] + p.l2 * sin(q[1] - p.beta) * qd[1];
+    const T nn_p0 = -math::sin(p.beta) * p.p0x + math::cos(p.beta) * p.p0y;
+    phi[0] = -p.l1 * math::cos(q[0] - p.beta) - p.l2 * math::cos(q[1] - p.beta) - nn_p0;
+    phid[0] = p.l1 * math::sin(q[0] - p.beta) * qd[0] + p.l2 * math::sin(q[1] - p.beta) * qd[1];
   }
 
   UKB_HD static T potential(const T* q, T /*t*/, const Params& p) {
-    using std::cos;
-    return -(T(0.5) * p.m1 + p.m2) * p.g * p.l1 * cos(q[0]) -
-           T(0.5) * p.m2 * p.g * p.l2 * cos(q[1]);
+    return -(lit<T>(0.5) * p.m1 + p.m2) * p.g * p.l1 * math::cos(q[0]) -
+           lit<T>(0.5) * p.m2 * p.g * p.l2 * math::cos(q[1]);
   }
 
   UKB_HD static bool initial_state(const T* ic, const Params& p, T* q, T* qd) {
     using std::acos;
-    using std::cos;
     using std::isfinite;
-    using std::sin;
-    const T nn_p0 = -sin(p.beta) * p.p0x + cos(p.beta) * p.p0y;
-    const T c = -(nn_p0 + p.l1 * cos(ic[0] - p.beta)) / p.l2;
+    const T nn_p0 = -math::sin(p.beta) * p.p0x + math::cos(p.beta) * p.p0y;
+    const T c = -(nn_p0 + p.l1 * math::cos(ic[0] - p.beta)) / p.l2;
     if (!(c >= T(-1) && c <= T(1))) return false;
     q[0] = ic[0];
     q[1] = p.beta + (ic[2] < T(0) ? -acos(c) : acos(c));
-    const T s2 = sin(q[1] - p.beta);
+    const T s2 = math::sin(q[1] - p.beta);
     qd[0] = ic[1];
-    qd[1] = ic[1] == T(0) ? T(0) : -p.l1 * sin(ic[0] - p.beta) * ic[1] / (p.l2 * s2);
+    qd[1] = ic[1] == T(0) ? T(0) : -p.l1 * math::sin(ic[0] - p.beta) * ic[1] / (p.l2 * s2);
     return isfinite(qd[1]);
   }
 
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& p, T* ic) {
-    using std::sin;
     ic[0] = q[0];
     ic[1] = qd[0];
-    ic[2] = sin(q[1] - p.beta) < T(0) ? T(-1) : T(1);
+    ic[2] = math::sin(q[1] - p.beta) < T(0) ? T(-1) : T(1);
   }
 };
 

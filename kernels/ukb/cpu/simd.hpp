@@ -17,8 +17,10 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <experimental/simd>
+#include <type_traits>
 
 #include "ukb/kernels/uk.hpp"
 
@@ -47,10 +49,35 @@ struct Lanes<cpu::Pack<T, W>> {
   using Int = std::array<int, W>;
   using LaneStatus = std::array<Status, W>;
   static constexpr int width = W;
+  /// The Gram route's arithmetic (lanes.hpp): W doubles.
+  using Wide = cpu::Pack<double, W>;
+  static Wide widen(const V& x) {
+    if constexpr (std::is_same_v<Wide, V>) {
+      return x;
+    } else {
+      return cpu::stdx::static_simd_cast<Wide>(x);
+    }
+  }
+  static V narrow(const Wide& x) {
+    if constexpr (std::is_same_v<Wide, V>) {
+      return x;
+    } else {
+      return cpu::stdx::static_simd_cast<V>(x);
+    }
+  }
+  static Mask narrow(const typename Wide::mask_type& m) {
+    if constexpr (std::is_same_v<Wide, V>) {
+      return m;
+    } else {
+      Mask r(false);
+      for (int l = 0; l < W; ++l) r[l] = m[l];
+      return r;
+    }
+  }
 
   static bool any(const Mask& m) { return cpu::stdx::any_of(m); }
   static bool all(const Mask& m) { return cpu::stdx::all_of(m); }
-  static V select(const Mask& m, const V& a, const V& b) {
+  [[gnu::flatten]] static V select(const Mask& m, const V& a, const V& b) {
 #if defined(__clang__)
     // clang (14) with libstdc++'s <experimental/simd>: a masked assignment
     // `where(m, r) = a` leaves r unchanged where the mask is an AVX-512
@@ -137,6 +164,30 @@ struct Lanes<cpu::Pack<T, W>> {
   static void scatter(const V& x, T* values) { x.copy_to(values, cpu::stdx::element_aligned); }
 };
 
+}  // namespace ukb::kernels
+
+namespace ukb {
+
+/// `pick` and `ukb::math` on a pack (model.hpp): a select per lane, and the
+/// scalar sin and cos lane by lane, so that a lane rounds as the scalar.
+template <class T, int W>
+struct Arith<cpu::Pack<T, W>> {
+  using V = cpu::Pack<T, W>;
+  static V pick(const typename V::mask_type& c, const V& a, const V& b) {
+    return kernels::Lanes<V>::select(c, a, b);
+  }
+  static V sin(const V& x) {
+    return V([&](auto l) { return std::sin(x[l]); });
+  }
+  static V cos(const V& x) {
+    return V([&](auto l) { return std::cos(x[l]); });
+  }
+};
+
+}  // namespace ukb
+
+namespace ukb::kernels {
+
 /// Models whose mass, force, constraints (and constraint rows) run on a
 /// pack V directly: those that give `rebind` (model.hpp) whose rebound
 /// model meets the Model concept, and whose `rebind` at their own scalar is
@@ -168,10 +219,10 @@ struct PackedParams<Mo, V, true> {
 };
 }  // namespace detail
 
-/// A model's functions on a pack: `mass`, `force` and `constraints` on the
-/// pack where the model allows it (PackInputs), else each lane's system in
-/// turn in scalar code, through buffers that the packs load from and store
-/// to; `nonideal` (friction laws branch) always lane by lane.
+/// A model's functions on a pack: `mass`, `force`, `constraints` and
+/// `nonideal` on the pack where the model allows it (PackInputs), else each
+/// lane's system in turn in scalar code, through buffers that the packs load
+/// from and store to.
 template <Model Mo, int W>
 struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
   using T = typename Mo::Scalar;
@@ -179,22 +230,20 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
   static constexpr int n = Mo::n, m = Mo::m;
 
   /// The parameters of the lanes' systems: one Params per lane and, where
-  /// the model runs on packs, the same values as packs (pack()).
+  /// the model runs on packs, the same values as packs.
   struct Params {
     std::array<typename Mo::Params, W> each;
     typename detail::PackedParams<Mo, V>::type packed;
 
-    /// packed <- each (nothing where the model runs lane by lane).
-    void pack() {
+    /// Lane l's parameters <- x (in each and in packed).
+    void set(int l, const typename Mo::Params& x) {
+      each[std::size_t(l)] = x;
       if constexpr (PackInputs<Mo, V>) {
         std::array<V*, std::size_t(param_count<Mo>())> dst{};
         int k = 0;
         Mo::template rebind<V>::visit_params(packed, [&](const char*, V& f, const char*) { dst[std::size_t(k++)] = &f; });
-        for (int l = 0; l < W; ++l) {
-          k = 0;
-          Mo::visit_params(each[std::size_t(l)],
-                           [&](const char*, const T& x, const char*) { (*dst[std::size_t(k++)])[l] = x; });
-        }
+        k = 0;
+        Mo::visit_params(x, [&](const char*, const T& v, const char*) { (*dst[std::size_t(k++)])[l] = v; });
       }
     }
   };
@@ -259,6 +308,11 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
 
   static void nonideal(const V* q, const V* qd, const V& t, const Params& p, const V* Qc_ideal,
                        const V* lambda, const typename V::mask_type& active, V* C) {
+    if constexpr (PackInputs<Mo, V>) {
+      Mo::template rebind<V>::nonideal(q, qd, t, p.packed, Qc_ideal, lambda, C);
+      for (int k = 0; k < n; ++k) C[k] = Lanes<V>::select(active, C[k], V(T(0)));
+      return;
+    }
     alignas(64) T bC[n * W];
     for (int l = 0; l < W; ++l) {
       T Cl[n];

@@ -17,6 +17,8 @@
 /// bit (tests/test_simd.cpp checks it).
 #pragma once
 
+#include <type_traits>
+
 #include "ukb/config.hpp"
 #include "ukb/status.hpp"
 
@@ -31,6 +33,15 @@ struct Lanes {
   using Int = int;            ///< an integer per lane
   using LaneStatus = Status;  ///< a status per lane
   static constexpr int width = 1;
+  /// The arithmetic of the pseudo-inverse's Gram route (linalg.hpp): double
+  /// for float too (a Gram matrix squares B's condition number), V itself
+  /// for double.
+  using Wide = std::conditional_t<(sizeof(V) < sizeof(double)), double, V>;
+  UKB_HD static Wide widen(const V& x) { return Wide(x); }
+  /// x rounded to V.
+  UKB_HD static V narrow(const Wide& x) { return V(x); }
+  /// A mask of Wide values as a mask of V values.
+  UKB_HD static bool narrow(bool m) { return m; }
 
   UKB_HD static bool any(bool m) { return m; }
   UKB_HD static bool all(bool m) { return m; }

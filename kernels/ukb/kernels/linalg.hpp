@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ukb/config.hpp"
 #include "ukb/policy.hpp"
@@ -19,13 +20,13 @@ namespace ukb::kernels {
 /// True (per lane) when x is neither NaN nor infinite (valid without
 /// -ffast-math).
 template <class T>
-UKB_HD inline MaskOf<T> is_finite(T x) {
+UKB_HD UKB_INLINE MaskOf<T> is_finite(const T& x) {
   return x - x == T(0);
 }
 
 /// True (per lane) when every entry of x (K) is finite.
 template <int K, class T>
-UKB_HD inline MaskOf<T> all_finite(const T* x) {
+UKB_HD UKB_INLINE MaskOf<T> all_finite(const T* x) {
   MaskOf<T> ok(true);
   for (int i = 0; i < K; ++i) ok = ok && is_finite(x[i]);
   return ok;
@@ -142,7 +143,10 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 ///   value is near the rank cut (the same bound against 1/rtol^2). Then B
 ///   has full rank M, B^+ = B^T G^{-1} and (B B^T)^+ = G^{-1}, with relative
 ///   errors of order kappa(G) eps <= eps^{2/3}, in a few hundred flops where
-///   Jacobi takes thousands (bench/README.md).
+///   Jacobi takes thousands (bench/README.md). In float, a lane that the
+///   float bound does not certify tries again in double (mixed precision:
+///   G of the float B exactly, its factor and the solves in double,
+///   certified to 1.6e5), so that longer chains keep the fast route.
 /// - **One-sided Jacobi SVD (Hestenes), otherwise.** Plane rotations V make
 ///   the columns of W = B^T V (N x M) mutually orthogonal, so that
 ///   B = V S U^T with W = U S and
@@ -172,12 +176,30 @@ struct PseudoInverse {
   /// Gram route, which is certified with that margin.
   Mask marginal{false};
 
-  /// Largest certified condition bound of G for the Gram route, about
-  /// eps^{-1/3}: 1.6e5 in double, 200 in float.
-  UKB_HD static constexpr typename Lane::Scalar gram_kappa_max() {
-    using S = typename Lane::Scalar;
+  /// Mixed precision (T float): the lanes whose Gram matrix the float
+  /// certificate cannot vouch for (cond(G) bound above 200) form G, factor
+  /// it and solve in double, certified as in double (1.6e5): the squared
+  /// condition number then costs no float digits. `gram_wide` marks them
+  /// (always false in double).
+  using Wide = typename Lane::Wide;
+  static constexpr bool mixed = !std::is_same_v<Wide, T>;
+  Mask gram_wide{false};
+
+  /// Largest certified condition bound of G for the Gram route in the
+  /// arithmetic U, about eps^{-1/3}: 1.6e5 in double, 200 in float.
+  template <class U>
+  UKB_HD static constexpr typename Lanes<U>::Scalar gram_kappa_max() {
+    using S = typename Lanes<U>::Scalar;
     return sizeof(S) >= 8 ? S(1.6e5) : S(200);
   }
+
+  /// Mixed precision: the double Gram route's L and 1 / L_ii.
+  struct WideGram {
+    Wide L[Rows * Rows];
+    Wide rdiag[Rows];
+  };
+  struct NoWideGram {};
+  std::conditional_t<mixed, WideGram, NoWideGram> wide;
 
   /// Factorises B (Rows x Cols, row-major) with relative rank tolerance rtol;
   /// `allow_gram` = false forces the Jacobi route (studies, tests). In a
@@ -189,6 +211,7 @@ struct PseudoInverse {
     sweeps = 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
     gram = Mask(false);
+    gram_wide = Mask(false);
     marginal = Mask(false);
     if (allow_gram && Rows > 1) gram = try_gram(rtol);
     if (Lane::all(gram)) {
@@ -239,46 +262,100 @@ struct PseudoInverse {
   }
 
  private:
-  // G = W^T W into Vrot, its Cholesky factor, and the certificate (per lane).
+  // The Gram route, per lane: G = W^T W, its Cholesky factor and the
+  // certificate in T (L into Vrot, 1 / L_ii into inv_s2); in float, for the
+  // lanes it cannot certify, the same in double (wide; gram_wide).
   UKB_HD Mask try_gram(T rtol) {
-    T* G = Vrot;
-    T trace = T(0);
+    if constexpr (mixed) {
+      // trace(G^{-1}) >= sum_i 1 / G_ii (G positive definite), so a lane
+      // whose trace(G) sum_i 1 / G_ii exceeds the float limit cannot pass
+      // the float certificate; that product is at least Rows^2, so with
+      // more than 10 rows (Rows^2 > half the limit) the float route could
+      // vouch only for nearly perfect conditioning and is not tried. The
+      // float attempt is made where some lane can pass it, and counts only
+      // in those lanes (a lane's route depends on its own B alone).
+      Mask own(false);
+      if constexpr (Rows * Rows <= 100) {
+        T tr = T(0), inv = T(0);
+        for (int i = 0; i < Rows; ++i) {
+          T d = T(0);
+          for (int k = 0; k < Cols; ++k) d += W[k * Rows + i] * W[k * Rows + i];
+          tr += d;
+          inv += T(1) / d;
+        }
+        const Mask hope = tr * inv <= T(gram_kappa_max<T>());
+        if (Lane::any(hope)) own = certify<T>(W, rtol, Vrot, inv_s2) && hope;
+      }
+      gram_wide = Mask(false);
+      if (Lane::all(own)) return own;
+      Wide Ww[Cols * Rows];
+      for (int k = 0; k < Cols * Rows; ++k) Ww[k] = Lane::widen(W[k]);
+      gram_wide = Lane::narrow(certify<Wide>(Ww, Lane::widen(rtol), wide.L, wide.rdiag)) && !own;
+      return own || gram_wide;
+    } else {
+      return certify<T>(W, rtol, Vrot, inv_s2);
+    }
+  }
+
+  // G = Bt^T Bt (Bt: Cols x Rows) into G's lower triangle, its Cholesky
+  // factor (rd: 1 / L_ii) and whether the bound certifies it (per lane),
+  // all in the arithmetic U.
+  template <class U>
+  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd) {
+    using UL = Lanes<U>;
+    U trace = U(0);
     for (int i = 0; i < Rows; ++i) {
       for (int j = 0; j <= i; ++j) {
-        T s = T(0);
-        for (int k = 0; k < Cols; ++k) s += W[k * Rows + i] * W[k * Rows + j];
+        U s = U(0);
+        for (int k = 0; k < Cols; ++k) s += Bt[k * Rows + i] * Bt[k * Rows + j];
         G[i * Rows + j] = s;
       }
       // The upper triangle is not used, but a pack that mixes routes
       // selects whole matrices: it must not read indeterminate values.
-      for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = T(0);
+      for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = U(0);
       trace += G[i * Rows + i];
     }
-    // inv_s2: 1 / L_ii in Gram mode.
-    const Mask factored = Lane::is_zero(cholesky<Rows>(G, inv_s2));
-    if (!Lane::any(factored)) return factored;
+    const MaskOf<U> factored = UL::is_zero(cholesky<Rows>(G, rd));
+    if (!UL::any(factored)) return factored;
     // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
-    T frob = T(0);
+    U frob = U(0);
     for (int j = 0; j < Rows; ++j) {
-      T x[Rows];
-      for (int i = 0; i < Rows; ++i) x[i] = i == j ? T(1) : T(0);
+      U x[Rows];
+      for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
       for (int i = j; i < Rows; ++i) {
-        T s = x[i];
+        U s = x[i];
         for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
-        x[i] = s * inv_s2[i];
+        x[i] = s * rd[i];
         frob += x[i] * x[i];
       }
     }
-    const T bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
+    const U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
     // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
     // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
-    using S = typename Lane::Scalar;
-    return factored && is_finite(bound) && bound <= T(gram_kappa_max()) &&
-           bound * rtol * rtol < T(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
+    using S = typename UL::Scalar;
+    return factored && is_finite(bound) && bound <= U(gram_kappa_max<U>()) &&
+           bound * rtol * rtol < U(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
   }
 
-  // Gram: z = G^{-1} y.
+  // Gram: z = G^{-1} y, each lane in its route's arithmetic.
   UKB_HD void gram_coefficients(const T* y, T* z) const {
+    if constexpr (mixed) {
+      if (Lane::any(gram_wide)) {
+        Wide x[Rows];
+        for (int i = 0; i < Rows; ++i) x[i] = Lane::widen(y[i]);
+        solve_lower<Rows>(wide.L, wide.rdiag, x);
+        solve_lower_transpose<Rows>(wide.L, wide.rdiag, x);
+        if (Lane::all(gram_wide)) {
+          for (int i = 0; i < Rows; ++i) z[i] = Lane::narrow(x[i]);
+          return;
+        }
+        for (int i = 0; i < Rows; ++i) z[i] = y[i];
+        solve_lower<Rows>(Vrot, inv_s2, z);
+        solve_lower_transpose<Rows>(Vrot, inv_s2, z);
+        for (int i = 0; i < Rows; ++i) z[i] = Lane::select(gram_wide, Lane::narrow(x[i]), z[i]);
+        return;
+      }
+    }
     for (int i = 0; i < Rows; ++i) z[i] = y[i];
     solve_lower<Rows>(Vrot, inv_s2, z);
     solve_lower_transpose<Rows>(Vrot, inv_s2, z);

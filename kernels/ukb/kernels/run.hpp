@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "ukb/batch.hpp"
 #include "ukb/kernels/control.hpp"
@@ -334,6 +335,24 @@ UKB_HD void step_one(Run& r, const RunSettings<typename Mo::Scalar>& s) {
   r.feed(s, st, q, qd, t, clean, k);
 }
 
+/// The parameters of a pack's lanes (ParamsOf) and the system each lane's
+/// are from (-1: none yet), so that a lane's are set only when it changes.
+template <Model Mo, class V>
+struct LaneParams {
+  ParamsOf<Mo, V> P{};
+  int of[Lanes<V>::width];
+  LaneParams() {
+    for (int& x : of) x = -1;
+  }
+  /// Lane l takes the parameters p of system i.
+  void set(int l, int i, const typename Mo::Params& p) {
+    if (of[l] == i) return;
+    P.set(l, p);
+    of[l] = i;
+  }
+};
+struct NoLaneParams {};
+
 /// Integrates systems [first, last) of v (SystemRun documents what happens
 /// to each), Lanes<V>::width at a time: one system at a time for a scalar
 /// V, a pack's lanes in lockstep otherwise. A lane whose system is done
@@ -352,6 +371,9 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, int first, int last,
   int sys[W];  // the system in each lane, or -1
   for (int l = 0; l < W; ++l) sys[l] = -1;
   int pending = first;
+  // Packs: the lanes' parameters as the step takes them, set again only in
+  // the lanes whose system changes.
+  [[maybe_unused]] std::conditional_t<(W > 1), LaneParams<Mo, V>, NoLaneParams> lanes_p;
   // Lane l's next step: of its system, or of the next pending systems
   // until one has a step to take; false when the range has none left.
   auto next = [&](int l) -> bool {
@@ -388,8 +410,6 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, int first, int last,
         continue;
       }
       // Gather the lanes' steps; a lane without one follows the lead lane's.
-      using Params = ParamsOf<Mo, V>;
-      Params P;
       const T* q0[W];
       const T* qd0[W];
       T t0[W], h[W], g0[W];
@@ -398,9 +418,9 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, int first, int last,
         const Run& x = r[live[l] ? l : lead];
         q0[l] = x.q0, qd0[l] = x.qd0, t0[l] = x.t0, h[l] = x.size(), g0[l] = x.g;
         checks[l] = live[l] && r[l].checked(s);
-        P.each[l] = x.p;
+        lanes_p.set(l, sys[live[l] ? l : lead], x.p);
       }
-      P.pack();
+      const ParamsOf<Mo, V>& P = lanes_p.P;
       V q[n], qd[n];
       Lane::template gather<n>(q, q0);
       Lane::template gather<n>(qd, qd0);
