@@ -834,6 +834,27 @@ TEST(Examples, TheSleighConfigRunsAndItsEnergyGoesOnlyToTheBlade) {
 
 // The demo's config (fewer samples, smaller chunks): stopped after its second
 // chunk and resumed, it gives the uninterrupted run's results.csv.
+// The demo config's outputs on the cpu backend's SIMD lanes (lanes refilled
+// as samples come to rest, events located in the pack) are those of the
+// scalar path, one sample at a time, byte for byte.
+TEST(Examples, TheDemoConfigGivesTheSameFilesOnPacksAsOneSampleAtATime) {
+  Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/ring_friction.toml");
+  c.samples = sanitized_shorter(3000, 10), c.chunk = 1000, c.threads = 2;
+  const fs::path packs = unique_path("packs"), one = unique_path("one");
+  run::execute(c, {.out_dir = packs.string()});
+  run::execute(c, {.out_dir = one.string(), .simd = false});
+  for (const char* f : {"results.csv", "trajectories.csv"}) {
+    const std::string a = slurp(packs / f);
+    ASSERT_GT(a.size(), 1000u) << f;
+    EXPECT_EQ(a, slurp(one / f)) << f;
+  }
+  const Csv r(packs / "results.csv");
+  const std::vector<double> steps = r.num("steps"), events = r.num("events");
+  EXPECT_GT(*std::max_element(steps.begin(), steps.end()), 2 * *std::min_element(steps.begin(), steps.end()))
+      << "guard: samples of very different lengths";
+  EXPECT_GT(*std::max_element(events.begin(), events.end()), 2) << "guard: located events";
+}
+
 TEST(Resume, TheDemoConfigInterruptedAndResumedGivesTheSameResults) {
   Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/ring_friction.toml");
   c.samples = 2000, c.chunk = 300, c.record = {0, 1};

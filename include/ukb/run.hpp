@@ -155,6 +155,9 @@ struct ExecuteOptions {
   /// Called after every chunk with the number of samples done (tests use it
   /// to interrupt a run at a chosen point).
   std::function<void(long done)> after_chunk = {};
+  /// The cpu backend's SIMD lanes (EngineOptions::simd); false: one sample
+  /// at a time. The results are the same bit for bit (tests compare them).
+  bool simd = true;
 };
 
 /// Counts of a finished (or interrupted) run.

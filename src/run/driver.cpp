@@ -279,7 +279,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     out.remove_stale();
   };
 
-  const EngineOptions eo{.threads = c.threads};
+  const EngineOptions eo{.threads = c.threads, .simd = o.simd};
   // The recorded samples first, with their trajectories: their final states
   // join the table in sample order, and the chunks skip them.
   std::unique_ptr<Ensemble> recorded;

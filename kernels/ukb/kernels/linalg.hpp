@@ -274,7 +274,7 @@ struct PseudoInverse {
       // vouch only for nearly perfect conditioning and is not tried. The
       // float attempt is made where some lane can pass it, and counts only
       // in those lanes (a lane's route depends on its own B alone).
-      Mask own(false);
+      Mask own(false), worth_wide(true);
       if constexpr (Rows * Rows <= 100) {
         T tr = T(0), inv = T(0);
         for (int i = 0; i < Rows; ++i) {
@@ -284,13 +284,22 @@ struct PseudoInverse {
           inv += T(1) / d;
         }
         const Mask hope = tr * inv <= T(gram_kappa_max<T>());
-        if (Lane::any(hope)) own = certify<T>(W, rtol, Vrot, inv_s2) && hope;
+        if (Lane::any(hope)) {
+          // A lane whose float G could not be factored, or whose bound is
+          // beyond 1/eps of float, is far past the double route's 1.6e5
+          // (redundant rows, a near-singular B): Jacobi, without the
+          // attempt in double.
+          T bound;
+          own = certify<T>(W, rtol, Vrot, inv_s2, &bound) && hope;
+          const T hopeless = T(1) / std::numeric_limits<typename Lane::Scalar>::epsilon();
+          worth_wide = !own && !(hope && !(bound <= hopeless));
+        }
       }
       gram_wide = Mask(false);
-      if (Lane::all(own)) return own;
+      if (!Lane::any(worth_wide)) return own;
       Wide Ww[Cols * Rows];
       for (int k = 0; k < Cols * Rows; ++k) Ww[k] = Lane::widen(W[k]);
-      gram_wide = Lane::narrow(certify<Wide>(Ww, Lane::widen(rtol), wide.L, wide.rdiag)) && !own;
+      gram_wide = Lane::narrow(certify<Wide>(Ww, Lane::widen(rtol), wide.L, wide.rdiag)) && worth_wide;
       return own || gram_wide;
     } else {
       return certify<T>(W, rtol, Vrot, inv_s2);
@@ -301,7 +310,7 @@ struct PseudoInverse {
   // factor (rd: 1 / L_ii) and whether the bound certifies it (per lane),
   // all in the arithmetic U.
   template <class U>
-  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd) {
+  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, U* bound_out = nullptr) {
     using UL = Lanes<U>;
     U trace = U(0);
     for (int i = 0; i < Rows; ++i) {
@@ -316,6 +325,7 @@ struct PseudoInverse {
       trace += G[i * Rows + i];
     }
     const MaskOf<U> factored = UL::is_zero(cholesky<Rows>(G, rd));
+    if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
     // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
     U frob = U(0);
@@ -330,6 +340,7 @@ struct PseudoInverse {
       }
     }
     const U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
+    if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
     // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
     // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
     using S = typename UL::Scalar;
