@@ -8,6 +8,7 @@
 // lanes as well).
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "engine_support.hpp"
 #include "ukb/cpu/simd.hpp"
@@ -153,6 +154,10 @@ TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
   EXPECT_GT(rest, 40) << "guard: many beads came to rest";
   EXPECT_LT(rest, 403) << "guard: not all of them";
   EXPECT_GT(events, rest) << "guard: beads that stuck and slid on";
+  std::set<long> stops;
+  for (int i = 0; i < 403; ++i)
+    if (lanes.batch.status(i) == Status::at_rest) stops.insert(lanes.batch.steps(i));
+  EXPECT_GT(stops.size(), 30u) << "guard: lanes refilled after stops at many different steps";
 }
 
 template <class T>
