@@ -35,8 +35,14 @@ struct Lanes {
   static constexpr int width = 1;
   /// The arithmetic of the pseudo-inverse's Gram route (linalg.hpp): double
   /// for float too (a Gram matrix squares B's condition number), V itself
-  /// for double.
+  /// for double. In GPU device code V itself (FP64 runs at 1/2 to 1/64 of
+  /// FP32 on GPUs, where on the CPU a double pack costs twice a float one):
+  /// the float Gram route there certifies in float, as before.
+#if defined(__CUDA_ARCH__)
+  using Wide = V;
+#else
   using Wide = std::conditional_t<(sizeof(V) < sizeof(double)), double, V>;
+#endif
   UKB_HD static Wide widen(const V& x) { return Wide(x); }
   /// x rounded to V.
   UKB_HD static V narrow(const Wide& x) { return V(x); }
