@@ -65,3 +65,6 @@ static_assert(Builtin::all_models, "a built-in model does not meet the Model con
 #define UKB_MODEL_DOUBLE_(X, M) X(::ukb::models::M<double>)
 /// Applies X to every built-in model type in double.
 #define UKB_FOR_EACH_BUILTIN_DOUBLE(X) UKB_BUILTIN_MODELS(UKB_MODEL_DOUBLE_, UKB_MODEL_NOTHING_, X)
+#define UKB_MODEL_FLOAT_(X, M) X(::ukb::models::M<float>)
+/// Applies X to every built-in model type in float.
+#define UKB_FOR_EACH_BUILTIN_FLOAT(X) UKB_BUILTIN_MODELS(UKB_MODEL_FLOAT_, UKB_MODEL_NOTHING_, X)
