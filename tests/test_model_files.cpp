@@ -244,6 +244,15 @@ TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {
       {"accel --model " + sh(kBad / "two_models.hpp") + " --q 0,0 --qd 0,0",
        "defines 2 models (Point, Point2); name one: '"},
       {"models --file " + sh(kModels / "sleigh.hpp") + " --backend warp", "unknown backend 'warp'"},
+      // "path:Name" with no path (std::filesystem::absolute throws on "": an
+      // internal error before, found by fuzz_accel).
+      {"accel --model :x.hpp --q 0,0 --qd 0,0", "an empty path"},
+      {"models --file :Point", "an empty path"},
+      // The same in a config read from the working directory (its directory
+      // is then "", so the model file's path stays empty).
+      {"--version >/dev/null && cd " + sh(dir) + " && printf 'model = \":a.hpp\"\\n' >colon.toml && UKB_CACHE_DIR=" +
+           sh(cache) + " " + UKB_CLI_PATH + " run colon.toml",
+       "colon.toml:1:9: key 'model': model file: an empty path"},
   };
   for (const auto& [args, expect] : cases) {
     const CliRun r = ukb_with_cache(cache, args);

@@ -347,7 +347,7 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
     try {
       c.model = &load_model_file(c.model_file, {.cuda = false, .progress = true});
       std::error_code ec;
-      c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p), ec).string(), {.cuda = false, .progress = true})
+      c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p, ec), ec).string(), {.cuda = false, .progress = true})
                          .content_hash;
     } catch (const ModelFileError& e) {
       P.fail(model, "model", e.what());

@@ -92,6 +92,17 @@ std::optional<std::string> hash_file(const fs::path& p) {
 
 // ---------------------------------------------------------------- the file
 
+// The absolute, normalised form of a model file's path. An empty path (as
+// in the spec ":Name") is refused here: std::filesystem::absolute throws on
+// it, which would reach the user as an internal error.
+fs::path model_path(const std::string& text) {
+  if (text.empty()) fail("model file: an empty path; expected 'path/to/model.hpp' or 'path/to/model.hpp:Name'");
+  std::error_code ec;
+  fs::path p = fs::absolute(text, ec);
+  if (ec) fail("model file " + named(text) + ": cannot make the path absolute (" + ec.message() + ")");
+  return fs::weakly_canonical(p, ec);
+}
+
 // The text of a model file, with every check that needs no compiler.
 std::string read_model_file(const fs::path& path) {
   std::error_code ec;
@@ -678,9 +689,7 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<ModelFile>> loaded;
   const std::lock_guard<std::mutex> lock(mutex);
-  if (path_text.empty()) fail("model file: an empty path");
-  std::error_code ec;
-  const fs::path path = fs::weakly_canonical(fs::absolute(path_text), ec);
+  const fs::path path = model_path(path_text);
   const std::string memo = path.string() + (o.cuda ? "\ncuda" : "\nhost");
   if (auto it = loaded.find(memo); it != loaded.end()) return *it->second;
 
@@ -740,9 +749,7 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
 const ModelInfo& load_model_file(const std::string& spec, const ModelFileOptions& o) {
   const auto [path, choice] = split_model_spec(spec);
   // Several models and no choice: said before anything is compiled.
-  std::error_code ec;
-  const fs::path canon = fs::weakly_canonical(fs::absolute(path), ec);
-  const std::vector<std::string> ids = scan_models(read_model_file(canon));
+  const std::vector<std::string> ids = scan_models(read_model_file(model_path(path)));
   auto names = [&] {
     std::string s;
     for (const std::string& i : ids) s += (s.empty() ? "" : ", ") + i;
