@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake make ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev
           libcli11-dev nlohmann-json3-dev libtomlplusplus-dev librandom123-dev
-          python3 python3-numpy python3-matplotlib
+          python3 python3-numpy python3-matplotlib python3-scipy
           clang libclang-rt-14-dev libomp-14-dev llvm-14)
 # clang, libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes), libomp-14-dev
 # (OpenMP for clang) and llvm-14 (llvm-symbolizer: stack traces in reports)

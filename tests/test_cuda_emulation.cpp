@@ -67,6 +67,39 @@ TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
   });
 }
 
+TEST(CudaEmulation, AdaptiveStepsMatchCpuBackendBitwise) {
+  // Dormand–Prince in the shared body: the emulated launch gives the CPU
+  // backend's bits, the monitors of adaptive steps and the dense output too.
+  for_each_model_template([]<template <class> class Model>() {
+    using Mo = Model<double>;
+    SCOPED_TRACE(Mo::name);
+    RandomBatch<Model> emu(37, 560), cpu(37, 560);
+    RunOptions run{.method = Method::dopri5, .dt = 0, .t_end = 0.3};
+    run.rtol = 1e-8;
+    run.atol = {1e-10};
+    emu.batch.allocate_adaptive();
+    emu.batch.allocate_dense();
+    cpu.batch.allocate_dense();
+    const RunSettings<double> s = resolve_run<double>(run, 25, HasConstraintRows<Mo>, Mo::name, Mo::n);
+    cuda_emulated::integrate<Mo>(emu.batch.view(), s, {.cuda_block = 32});
+    integrate(cpu.batch, Backend::cpu, run, 25);
+    int mismatches = 0;
+    for (int i = 0; i < 37; ++i) {
+      mismatches += !same_bits(emu.batch, i, cpu.batch, i, Mo::n);
+      mismatches += emu.batch.steps(i) != cpu.batch.steps(i) || emu.batch.rejected(i) != cpu.batch.rejected(i) ||
+                    emu.batch.rhs_evals(i) != cpu.batch.rhs_evals(i) || emu.batch.h_next(i) != cpu.batch.h_next(i) ||
+                    emu.batch.status(i) != cpu.batch.status(i) || emu.batch.events(i) != cpu.batch.events(i);
+      for (int j = 0; j < 10 * Mo::n + 2; ++j) {
+        const double a = emu.batch.dense(i, j), b = cpu.batch.dense(i, j);
+        mismatches += !(a == b || (a != a && b != b));
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_GT(cpu.batch.steps(36), 0) << "guard: the tail system took steps";
+    EXPECT_GT(cpu.batch.t(36), 0.0);
+  });
+}
+
 TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
   // Baumgarte and projection run in the shared body: the emulated launch of
   // the CUDA host source gives the CPU backend's bits, counters included.
@@ -76,7 +109,7 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
       SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(st)));
       RandomBatch<Model> emu(37, 550), cpu(37, 550);
       const RunOptions run{.dt = 1e-3, .t_end = 0.05, .max_steps = 40, .stabilization = st};
-      const RunSettings<double> s = resolve_run<double>(run, 30, HasConstraintRows<Mo>, Mo::name);
+      const RunSettings<double> s = resolve_run<double>(run, 30, HasConstraintRows<Mo>, Mo::name, Mo::n);
       cuda_emulated::integrate<Mo>(emu.batch.view(), s, {.cuda_block = 32});
       integrate(cpu.batch, Backend::cpu, run, 30);
       int mismatches = 0;
@@ -109,7 +142,7 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
   }
   const RunOptions run{.dt = 1e-3, .t_end = 5.0};
   const RunSettings<double> s =
-      resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name);
+      resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name, Mo::n);
   cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
   integrate(cpu, Backend::cpu, run);
   int mismatches = 0, at_rest = 0;

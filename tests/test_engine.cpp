@@ -372,12 +372,12 @@ TEST(Engine, RunUntilStopsWhereDtNoLongerAdvancesTime) {
 }
 
 TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusMonitors) {
-  // (2 n + 4 + np) scalars (state, run monitors, parameters), three 32-bit
-  // integers (status, events, rank_prev) and six 64-bit counters (steps,
-  // rank_drops, rank_changes, rank_marginal, proj_fails, inconsistent).
-  // bead_on_ring: (4 + 4 + 4) * 8 + 12 + 48.
-  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 156u);
-  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (2 * 24 + 4 + 4) * 4 + 60u);
+  // (2 n + 4 + np) scalars (state, run monitors, parameters), four 32-bit
+  // integers (status, events, rank_prev, ctrl) and six 64-bit counters
+  // (steps, rank_drops, rank_changes, rank_marginal, proj_fails,
+  // inconsistent). bead_on_ring: (4 + 4 + 4) * 8 + 16 + 48.
+  EXPECT_EQ(bytes_per_system<models::BeadOnRing<double>>(), 160u);
+  EXPECT_EQ(bytes_per_system<models::PlanarChain12<float>>(), (2 * 24 + 4 + 4) * 4 + 64u);
   // The outputs of evaluate, (3 n + m) scalars and the rank, come with the
   // first evaluation only.
   EXPECT_EQ(output_bytes_per_system<models::BeadOnRing<double>>(), 7 * 8 + 4u);
@@ -389,6 +389,14 @@ TEST(Engine, MemoryPerSystemIsStatePlusParametersPlusMonitors) {
   EXPECT_EQ(evaluate(b.batch, Backend::cpu), 0);
   EXPECT_NE(b.batch.view().qdd, nullptr);
   EXPECT_TRUE(std::isfinite(b.batch.qdd(4, 1)));
+  // The monitors of adaptive steps (h_next, err_prev, rejected, rhs_evals)
+  // come with the first dopri5 run only, the dense output on request.
+  EXPECT_FALSE(b.batch.has_adaptive_monitors());
+  EXPECT_THROW(b.batch.rejected(0), std::logic_error);
+  integrate(b.batch, Backend::cpu, {.method = Method::dopri5, .dt = 1e-3, .t_end = 0.02});
+  EXPECT_TRUE(b.batch.has_adaptive_monitors());
+  EXPECT_GT(b.batch.rhs_evals(0), 0);
+  EXPECT_FALSE(b.batch.has_dense());
 }
 
 // The CUDA backend on a real GPU (skipped here without one).

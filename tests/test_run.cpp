@@ -13,8 +13,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -28,6 +31,7 @@
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
 #include "checkpoint.hpp"
+#include "output.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::test {
@@ -260,6 +264,95 @@ TEST(Run, CpuAndReferenceBackendsAgree) {
     const std::vector<double> x = cpu.num(col), y = ref.num(col);
     for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-9) << col << " sample " << i;
   }
+}
+
+// The ring config with adaptive steps instead of dt = 0.01.
+std::string ring_dopri5_toml(long samples, const std::string& extra = "") {
+  std::string s = ring_toml(samples);
+  const std::string from = "dt = 0.01\n";
+  return s.replace(s.find(from), from.size(), "method = \"dopri5\"\nrtol = 1e-9\natol = 1e-11\n" + extra);
+}
+
+TEST(Run, AdaptiveStepsGiveTheSameResultsAcrossThreadsChunksAndBackendsAgree) {
+  // dopri5 under `ukb run`: bitwise the same over threads and chunks; its
+  // columns rejected and rhs_evals; resting angles and times as RK4's at a
+  // small step and as the reference backend's.
+  Config c = config(ring_dopri5_toml(sanitized_shorter(400, 40)));
+  c.threads = 1, c.chunk = 4096;
+  const fs::path a = run_into(c, "a");
+  c.threads = 2, c.chunk = 37;
+  const fs::path b = run_into(c, "b");
+  EXPECT_EQ(slurp(a / "results.csv"), slurp(b / "results.csv"));
+  const Csv dp(a / "results.csv");
+  for (const std::string& x : dp.text("rejected")) EXPECT_GE(std::stol(x), 0);
+  const std::vector<double> steps = dp.num("steps"), evals = dp.num("rhs_evals");
+  for (std::size_t i = 0; i < steps.size(); ++i) EXPECT_GE(evals[i], 6 * steps[i]) << "6 evaluations a step at least";
+  Config r = config(ring_toml(sanitized_shorter(400, 40)));
+  r.run.dt = 1e-4;
+  const Csv rk(run_into(r, "rk4") / "results.csv");
+  EXPECT_EQ(dp.text("status"), rk.text("status"));
+  EXPECT_EQ(dp.text("events"), rk.text("events"));
+  for (const char* col : {"theta_final", "t_stop"}) {
+    const std::vector<double> x = dp.num(col), y = rk.num(col);
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-8) << col << " sample " << i;
+  }
+  c.backend = Backend::reference;
+  c.samples = std::min(30L, c.samples);
+  const Csv ref(run_into(c, "ref") / "results.csv");
+  for (const char* col : {"theta_final", "t_stop"}) {
+    const std::vector<double> x = dp.num(col), y = ref.num(col);
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-8) << col << " sample " << i;
+  }
+}
+
+TEST(Run, AdaptiveStepsRecordTrajectoriesAtFixedTimesFromTheDenseOutput) {
+  // record_dt: a row at every multiple of 0.05 s up to the rest, each the
+  // state of the bead then (against RK4 at dt = 1e-4 run to that time),
+  // then a row at the final state; the recorded samples' results are those
+  // of the unrecorded run.
+  Config c = config(ring_dopri5_toml(6) + "[output]\nrecord = [1, 4]\nrecord_dt = 0.05\n");
+  const fs::path dir = run_into(c, "rec");
+  Config plain = config(ring_dopri5_toml(6));
+  EXPECT_EQ(slurp(dir / "results.csv"), slurp(run_into(plain, "plain") / "results.csv"));
+  const Csv tr(dir / "trajectories.csv");
+  const Csv res(dir / "results.csv");
+  using Mo = models::BeadOnRing<double>;
+  int checked = 0;
+  for (long s : {1L, 4L}) {
+    std::vector<double> ts, xs, ys;
+    std::string last;
+    for (const auto& row : tr.rows) {
+      if (std::stol(row[tr.at("sample")]) != s) continue;
+      ts.push_back(std::strtod(row[tr.at("t")].c_str(), nullptr));
+      xs.push_back(std::strtod(row[tr.at("q_x")].c_str(), nullptr));
+      ys.push_back(std::strtod(row[tr.at("q_y")].c_str(), nullptr));
+      last = row[tr.at("status")];
+    }
+    const double t_stop = res.num("t_stop")[std::size_t(s)];
+    ASSERT_GT(t_stop, 1.0);
+    // Rows at 0, 0.05, ..., the last multiple before the rest, then the rest.
+    const long k_last = long(std::floor(t_stop / 0.05));
+    ASSERT_EQ(ts.size(), std::size_t(k_last + 2)) << "sample " << s;
+    EXPECT_EQ(last, "at_rest");
+    EXPECT_EQ(ts.back(), t_stop);
+    for (long k = 0; k <= k_last; ++k) EXPECT_EQ(ts[std::size_t(k)], 0.05 * double(k)) << k;
+    // The bead's state at some of those times, integrated there with RK4.
+    Batch<Mo> one(1);
+    Mo::Params p{};
+    p.mu = res.num("mu")[std::size_t(s)];
+    one.set_params(0, p);
+    const double q0[2] = {1, 0}, v0[2] = {0, 0};
+    one.set_state(0, q0, v0);
+    for (long k : {3L, k_last / 2, k_last}) {
+      Batch<Mo> b = one;
+      integrate(b, Backend::cpu, {.dt = 1e-4, .t_end = ts[std::size_t(k)]});
+      if (b.status(0) != Status::ok) continue;  // a rest before that time in RK4: no comparison
+      EXPECT_NEAR(xs[std::size_t(k)], b.q(0, 0), 1e-7) << "sample " << s << " t " << ts[std::size_t(k)];
+      EXPECT_NEAR(ys[std::size_t(k)], b.q(0, 1), 1e-7) << "sample " << s << " t " << ts[std::size_t(k)];
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 4);
 }
 
 TEST(Run, TheStepLimitStatusDoesNotDependOnHowTheRunIsSplit) {
@@ -520,6 +613,37 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
   EXPECT_GT(rj["wall_seconds"].get<double>(), 0.0);
 }
 
+TEST(Outputs, NumbersAreWrittenAsPrintfWritesThemWith17Digits) {
+  // run::g17 (every real of results.csv, trajectories.csv and messages)
+  // writes a double as printf("%.17g") does, which round-trips it: any bit
+  // pattern, subnormals, the extremes, signed zeros, then NaN and infinities
+  // as words.
+  std::mt19937_64 g(17);
+  std::vector<double> xs = {0.0, -0.0, 0.1, -2.5, 1e21, 1e-5, 123456789012345678.0,
+                            std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::min(),
+                            std::numeric_limits<double>::max(), -std::numeric_limits<double>::max()};
+  while (xs.size() < 200000) {
+    const std::uint64_t bits = g();
+    double x;
+    std::memcpy(&x, &bits, sizeof x);
+    if (std::isfinite(x)) xs.push_back(x);
+    xs.push_back(std::uniform_real_distribution<double>(-10, 10)(g));
+  }
+  int differ = 0;
+  for (double x : xs) {
+    char want[40];
+    std::snprintf(want, sizeof want, "%.17g", x);
+    const std::string got = run::g17(x);
+    differ += got != want;
+    if (got != want && differ < 5) ADD_FAILURE() << got << " vs printf's " << want;
+    if (differ == 0 && std::strtod(got.c_str(), nullptr) != x) ADD_FAILURE() << got << " does not read back as " << want;
+  }
+  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(run::g17(std::numeric_limits<double>::quiet_NaN()), "nan");
+  EXPECT_EQ(run::g17(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(run::g17(-std::numeric_limits<double>::infinity()), "-inf");
+}
+
 TEST(Outputs, NoProgressLineWhenStderrIsNotATerminal) {
   const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
   std::ofstream(cfg) << ring_toml(50);
@@ -671,6 +795,22 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"raw state of wrong length", with("theta = 0.0\nomega = 0.0", "q = [1.0]"), {"initial.q", "expected 2 values"}},
       {"record out of range", base + "[output]\nrecord = [10]\n", {"output.record[0]", "expected an integer in [0, 9]"}},
       {"unknown method", with("dt = 0.01", "dt = 0.01\nmethod = \"euler\""), {"integrator.method", "expected rk4"}},
+      {"method misspelt", with("dt = 0.01", "dt = 0.01\nmethod = \"dopri\""), {"integrator.method", "did you mean 'dopri5'"}},
+      {"rtol with rk4", with("dt = 0.01", "dt = 0.01\nrtol = 1e-6"), {"integrator.rtol", "dopri5", "only"}},
+      {"dt_min with rk4", with("dt = 0.01", "dt = 0.01\ndt_min = 1e-6"), {"integrator.dt_min", "only"}},
+      {"rtol out of range", with("dt = 0.01", "method = \"dopri5\"\nrtol = 2.0"), {"integrator.rtol", "expected a relative tolerance in (0, 1)"}},
+      {"negative atol", with("dt = 0.01", "method = \"dopri5\"\natol = -1e-9"), {"integrator.atol", "expected an absolute tolerance >= 0"}},
+      {"atol of wrong length", with("dt = 0.01", "method = \"dopri5\"\natol = [1e-9, 1e-9, 1e-9]"),
+       {"integrator.atol", "or an array of 2 (one per coordinate of 'bead_on_ring': x, y) or 4", "got 3"}},
+      {"atol not a number", with("dt = 0.01", "method = \"dopri5\"\natol = [\"tiny\", 1e-9]"), {"integrator.atol[0]", "expected a number"}},
+      {"dt_max below dt_min", with("dt = 0.01", "method = \"dopri5\"\ndt_min = 0.1\ndt_max = 0.01"),
+       {"integrator.dt_max", "expected at least integrator.dt_min"}},
+      {"zero first step", with("dt = 0.01", "method = \"dopri5\"\ndt = 0.0"), {"integrator.dt", "expected a first trial step > 0"}},
+      {"record_dt with rk4", base + "[output]\nrecord = [0]\nrecord_dt = 0.1\n", {"output.record_dt", "needs integrator.method = \"dopri5\""}},
+      {"record_dt and record_every", with("dt = 0.01", "method = \"dopri5\"") + "[output]\nrecord = [0]\nrecord_dt = 0.1\nrecord_every = 3\n",
+       {"output.record_dt", "not both"}},
+      {"record_dt zero", with("dt = 0.01", "method = \"dopri5\"") + "[output]\nrecord = [0]\nrecord_dt = 0.0\n",
+       {"output.record_dt", "expected a time interval > 0"}},
       {"unknown backend", with("seed = 7", "seed = 7\nbackend = \"gpu\""), {"'backend'", "expected reference, cpu or cuda"}},
       {"dt too small for the time", with("t_end = 60.0", "t_end = 2e17").append("t0 = 1e17\n"),
        {"integrator.dt", "too small to advance the time"}},
@@ -802,6 +942,26 @@ TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
   EXPECT_EQ(second.done, 80);
   run::execute(c, {.out_dir = dir.string(), .resume = true});
   EXPECT_EQ(slurp(dir / "results.csv"), csv);
+}
+
+TEST(Resume, AnInterruptedAdaptiveRunResumesToBitwiseTheSameOutputs) {
+  // dopri5 with trajectories at fixed times: stopped after 2 chunks of 40,
+  // resumed with other threads and chunks, the files of the whole run.
+  const Config c = config(ring_dopri5_toml(200, "chunk = 40\n") +
+                          "[output]\ncheckpoint_interval = 0.0\nrecord = [3]\nrecord_dt = 0.25\n");
+  const fs::path whole = run_into(c, "whole");
+  const fs::path dir = unique_path("part");
+  fs::remove_all(dir);
+  std::atomic<int> stop{0};
+  long chunks = 0;
+  ASSERT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) {
+                             stop = ++chunks >= 2 ? 1 : 0;
+                           }}).interrupted);
+  Config again = c;
+  again.threads = 2, again.chunk = 33;
+  EXPECT_FALSE(run::execute(again, {.out_dir = dir.string(), .resume = true}).interrupted);
+  for (const char* f : {"results.csv", "results.npy", "summary.json", "trajectories.csv"})
+    EXPECT_EQ(slurp(dir / f), slurp(whole / f)) << f;
 }
 
 // examples/sleigh_heading.toml (fewer samples) runs: every sample

@@ -32,7 +32,11 @@ int mismatches(const Batch<Mo>& a, const Batch<Mo>& b) {
               same(a.res_pos(i), b.res_pos(i)) && same(a.res_vel(i), b.res_vel(i)) &&
               same(a.t_stop(i), b.t_stop(i));
     for (int j = 0; j < Mo::n; ++j) ok = ok && same(a.q(i, j), b.q(i, j)) && same(a.qd(i, j), b.qd(i, j));
-    if (!ok) ADD_FAILURE() << Mo::name << ": system " << i << " differs";
+    // The monitors of adaptive steps, where the run had them.
+    if (a.has_adaptive_monitors() && b.has_adaptive_monitors())
+      ok = ok && a.rejected(i) == b.rejected(i) && a.rhs_evals(i) == b.rhs_evals(i) &&
+           same(a.h_next(i), b.h_next(i)) && same(a.err_prev(i), b.err_prev(i)) && a.ctrl(i) == b.ctrl(i);
+    if (!ok) ADD_FAILURE() << Mo::name << ": system " << i << " differs: status " << int(a.status(i)) << "/" << int(b.status(i)) << " t " << a.t(i) << "/" << b.t(i) << " steps " << a.steps(i) << "/" << b.steps(i) << (a.has_adaptive_monitors() ? " rej " + std::to_string(a.rejected(i)) + "/" + std::to_string(b.rejected(i)) + " rhs " + std::to_string(a.rhs_evals(i)) + "/" + std::to_string(b.rhs_evals(i)) + " ctrl " + std::to_string(a.ctrl(i)) + "/" + std::to_string(b.ctrl(i)) : std::string()) << " q0 " << a.q(i, 0) << "/" << b.q(i, 0) << " res " << a.res_pos(i) << "/" << b.res_pos(i) << " drops " << a.rank_drops(i) << "/" << b.rank_drops(i) << " inc " << a.inconsistent(i) << "/" << b.inconsistent(i) << " resv " << a.res_vel(i) << "/" << b.res_vel(i) << " tstop " << a.t_stop(i) << "/" << b.t_stop(i) << " ev " << a.events(i) << "/" << b.events(i) << " pf " << a.proj_fails(i) << "/" << b.proj_fails(i) << " h " << (a.has_adaptive_monitors() ? a.h_next(i) - b.h_next(i) : 0.0) << " e " << (a.has_adaptive_monitors() ? a.err_prev(i) - b.err_prev(i) : 0.0) << " qd " << a.qd(i, 0) - b.qd(i, 0) << " q1 " << a.q(i, 1) - b.q(i, 1);
     bad += !ok;
   }
   return bad;
@@ -123,8 +127,8 @@ static_assert(!kernels::PackInputs<LaneByLaneRing<double>, cpu::Pack<double, 8>>
 static_assert(!kernels::PackInputs<LaneByLaneRing<float>, cpu::Pack<float, 16>>);
 
 TEST(Simd, LanesIntegrateEveryModelBitwiseAsOneSystemAtATime) {
-  // 83 systems: 10 full packs of 8 doubles (5 of 16 floats) and a tail;
-  // under the sanitizers 43 (5 packs, 2 of floats, and tails).
+  // 83 systems (43 under the sanitizers): full packs and a tail at every
+  // lane width (2 to 16).
   const RunOptions run{.dt = 1e-3, .residual_limit = 1e-3};
   const int N = sanitized ? 43 : 83;
   int residual_stops = 0;
@@ -135,6 +139,46 @@ TEST(Simd, LanesIntegrateEveryModelBitwiseAsOneSystemAtATime) {
   residual_stops += lanes_match_scalar<LaneByLaneRing, double>(N, run);
   residual_stops += lanes_match_scalar<LaneByLaneRing, float>(N, run);
   EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
+}
+
+TEST(Simd, AdaptiveStepsInLanesAreBitwiseOneSystemAtATime) {
+  // Dormand–Prince: each lane its own step size, accepted or rejected on
+  // its own, with every model, stabilisation and failure of the RK4 test.
+  RunOptions run{.method = Method::dopri5, .dt = 0, .residual_limit = 1e-3};
+  run.rtol = 1e-7;
+  run.atol = {1e-9};
+  const int N = sanitized ? 43 : 83;
+  int residual_stops = 0;
+  for_each_model_template([&]<template <class> class Model>() {
+    residual_stops += lanes_match_scalar<Model, double>(N, run);
+    residual_stops += lanes_match_scalar<Model, float>(N, run);
+  });
+  EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
+}
+
+TEST(Simd, AdaptiveStepsLocateStickSlipEventsInLanesAsOneSystemAtATime) {
+  // The rough ring with dopri5 until every bead rests: events located on
+  // the dense output and by trial steps, lanes refilled, dense output kept.
+  using Mo = models::BeadOnRing<double>;
+  RunOptions run{.method = Method::dopri5, .dt = 0, .t_end = 4.0};
+  run.rtol = 1e-8;
+  run.atol = {1e-10};
+  const int N = sanitized ? 101 : 403;
+  RandomBatch<models::BeadOnRing> lanes(N, 7), one(N, 7);
+  lanes.batch.allocate_dense();
+  one.batch.allocate_dense();
+  integrate(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = true});
+  integrate(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
+  EXPECT_EQ(mismatches<Mo>(lanes.batch, one.batch), 0);
+  int rest = 0, rejected = 0, dense_differ = 0;
+  for (int i = 0; i < N; ++i) {
+    rest += lanes.batch.status(i) == Status::at_rest;
+    rejected += lanes.batch.rejected(i) > 0;
+    for (int j = 0; j < 10 * Mo::n + 2; ++j) dense_differ += !same(lanes.batch.dense(i, j), one.batch.dense(i, j));
+  }
+  EXPECT_EQ(dense_differ, 0);
+  EXPECT_GT(rest, N / 10) << "guard: many beads came to rest";
+  EXPECT_GT(rejected, N / 10) << "guard: steps were rejected";
 }
 
 TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
@@ -162,7 +206,9 @@ TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
 
 template <class T>
 void pinv_lanes_take_their_own_route() {
-  constexpr int M = 6, N = 12, W = cpu::lane_width<T>;
+  // 8 doubles or 16 floats whatever the backend's lane width: the lane
+  // patterns below need that many lanes.
+  constexpr int M = 6, N = 12, W = 64 / int(sizeof(T));
   using V = cpu::Pack<T, W>;
   const T rtol = policy::default_rank_rtol<T>();
   Rng rng(5);
@@ -234,7 +280,7 @@ TEST(Simd, PseudoInverseLanesEachTakeTheirOwnRoute) {
 // evaluation can: each lane's status and outputs are the scalar ones.
 TEST(Simd, FailingLanesGetTheirOwnStatusAndLeaveTheOthersAlone) {
   using Mo = models::BeadOnRing<double>;
-  constexpr int W = cpu::lane_width<double>, n = Mo::n, m = Mo::m;
+  constexpr int W = 8, n = Mo::n, m = Mo::m;  // lanes 2, 5 and 7 fail, whatever the backend's lane width
   using V = cpu::Pack<double, W>;
   RandomBatch<models::BeadOnRing> src(W, 3);
   const double nan = std::numeric_limits<double>::quiet_NaN();

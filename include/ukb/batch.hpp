@@ -30,7 +30,7 @@ namespace ukb {
 template <Model Mo>
 struct BatchView {
   using T = typename Mo::Scalar;
-  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
   int N = 0;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) UKB_FIELD_TYPE(type, T)* name = nullptr;
   UKB_FIELDS(UKB_X)
@@ -42,6 +42,7 @@ struct BatchView {
       case 'n': return n;
       case 'm': return m;
       case 'p': return np;
+      case 'd': return dn;
       default: return 1;
     }
   }
@@ -57,16 +58,20 @@ struct BatchView {
 };
 
 /// Bytes a batch stores per system for integration: every field but the
-/// outputs of `evaluate` (the state 2n + 1 scalars, the np parameters, the
-/// run monitors and the status). Nothing else is allocated, and nothing per
-/// step; the first `evaluate` adds output_bytes_per_system().
+/// outputs of `evaluate`, the monitors of adaptive steps and the dense
+/// output (the state 2n + 1 scalars, the np parameters, the run monitors
+/// and the status). Nothing else is allocated, and nothing per step; the
+/// first `evaluate` adds output_bytes_per_system(), the first integration
+/// with Method::dopri5 two scalars and two 64-bit counters, allocate_dense
+/// 10 n + 2 scalars.
 template <Model Mo>
 constexpr std::size_t bytes_per_system() {
   using T = typename Mo::Scalar;
-  [[maybe_unused]] constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  [[maybe_unused]] constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
   std::size_t b = 0;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
-  if (!UKB_FIELD_IS(role, output)) b += sizeof(UKB_FIELD_TYPE(type, T)) * std::size_t(rows);
+  if (!UKB_FIELD_IS(role, output) && !UKB_FIELD_IS(role, dense) && !UKB_FIELD_IS(role, adaptive)) \
+    b += sizeof(UKB_FIELD_TYPE(type, T)) * std::size_t(rows);
   UKB_FIELDS(UKB_X)
 #undef UKB_X
   return b;
@@ -78,7 +83,7 @@ constexpr std::size_t bytes_per_system() {
 template <Model Mo>
 constexpr std::size_t output_bytes_per_system() {
   using T = typename Mo::Scalar;
-  [[maybe_unused]] constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  [[maybe_unused]] constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
   std::size_t b = 0;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
   if (UKB_FIELD_IS(role, output)) b += sizeof(UKB_FIELD_TYPE(type, T)) * std::size_t(rows);
@@ -145,29 +150,45 @@ struct SystemFields {
 #define UKB_LOCAL_one(name, type, rows) UKB_FIELD_TYPE(type, T) name;
 #define UKB_LOCAL_state(shape, name, type, rows) UKB_LOCAL_##shape(name, type, rows)
 #define UKB_LOCAL_monitor(shape, name, type, rows) UKB_LOCAL_##shape(name, type, rows)
+#define UKB_LOCAL_adaptive(shape, name, type, rows) UKB_LOCAL_##shape(name, type, rows)
 #define UKB_LOCAL_param(shape, name, type, rows)
 #define UKB_LOCAL_output(shape, name, type, rows)
+#define UKB_LOCAL_dense(shape, name, type, rows)
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) UKB_LOCAL_##role(shape, name, type, rows)
   UKB_FIELDS(UKB_X)
 #undef UKB_X
 
-  /// Gathers system i of v.
+  /// Gathers system i of v (the monitors of adaptive steps: zero where v
+  /// has none).
   UKB_HD void load(const BatchView<Mo>& v, int i) {
 #define UKB_MOVE_vec(name, rows) \
   for (int j = 0; j < rows; ++j) name[j] = v.name[soa(j, i, v.N)];
 #define UKB_MOVE_one(name, rows) name = v.name[i];
 #define UKB_MOVE_state(shape, name, rows) UKB_MOVE_##shape(name, rows)
 #define UKB_MOVE_monitor(shape, name, rows) UKB_MOVE_##shape(name, rows)
+#define UKB_MOVE_adaptive(shape, name, rows) \
+  if (v.name) {                              \
+    UKB_MOVE_##shape(name, rows)             \
+  } else {                                   \
+    name = {};                               \
+  }
 #define UKB_MOVE_param(shape, name, rows)
 #define UKB_MOVE_output(shape, name, rows)
+#define UKB_MOVE_dense(shape, name, rows)
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) UKB_MOVE_##role(shape, name, rows)
     UKB_FIELDS(UKB_X)
 #undef UKB_X
 #undef UKB_MOVE_vec
 #undef UKB_MOVE_one
+#undef UKB_MOVE_adaptive
+#define UKB_MOVE_adaptive(shape, name, rows) \
+  if (v.name) {                              \
+    UKB_MOVE_##shape(name, rows)             \
+  }
   }
 
-  /// Scatters into system i of v.
+  /// Scatters into system i of v (the monitors of adaptive steps where v
+  /// has them).
   UKB_HD void store(const BatchView<Mo>& v, int i) const {
 #define UKB_MOVE_vec(name, rows) \
   for (int j = 0; j < rows; ++j) v.name[soa(j, i, v.N)] = name[j];
@@ -180,14 +201,18 @@ struct SystemFields {
   }
 #undef UKB_MOVE_state
 #undef UKB_MOVE_monitor
+#undef UKB_MOVE_adaptive
 #undef UKB_MOVE_param
 #undef UKB_MOVE_output
+#undef UKB_MOVE_dense
 #undef UKB_LOCAL_vec
 #undef UKB_LOCAL_one
 #undef UKB_LOCAL_state
 #undef UKB_LOCAL_monitor
+#undef UKB_LOCAL_adaptive
 #undef UKB_LOCAL_param
 #undef UKB_LOCAL_output
+#undef UKB_LOCAL_dense
 
   /// True while the status is ok.
   UKB_HD bool ok() const { return status == static_cast<std::int32_t>(Status::ok); }
@@ -208,12 +233,12 @@ class Batch {
  public:
   using T = typename Mo::Scalar;
   using Params = typename Mo::Params;
-  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
 
   explicit Batch(int N) : N_(N) {
     if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)           \
-  if (!UKB_FIELD_IS(role, output))                                                \
+  if (!UKB_FIELD_IS(role, output) && !UKB_FIELD_IS(role, dense) && !UKB_FIELD_IS(role, adaptive)) \
     name##_.assign(std::size_t(rows) * std::size_t(N),                            \
                    detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init));
     UKB_FIELDS(UKB_X)
@@ -235,8 +260,8 @@ class Batch {
   void set_state(int i, const T* q, const T* qd, T t = T(0)) {
     check(i);
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)                                 \
-  if (UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor))                                       \
-    for (int j = 0; j < rows; ++j)                                                                      \
+  if (UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor) || UKB_FIELD_IS(role, adaptive))      \
+    for (int j = 0; j < rows && !name##_.empty(); ++j)                                                  \
       name##_[soa(j, i, N_)] = detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init);
     UKB_FIELDS(UKB_X)
 #undef UKB_X
@@ -275,8 +300,34 @@ class Batch {
 #undef UKB_X
   }
 
+  /// Allocates the monitors of adaptive steps (zero) if not done yet;
+  /// ukb::integrate with Method::dopri5 calls it.
+  void allocate_adaptive() {
+    if (!rejected_.empty()) return;
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc)           \
+  if (UKB_FIELD_IS(role, adaptive))                                               \
+    name##_.assign(std::size_t(rows) * std::size_t(N_),                           \
+                   detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init));
+    UKB_FIELDS(UKB_X)
+#undef UKB_X
+  }
+
+  /// True once the monitors of adaptive steps are allocated.
+  bool has_adaptive_monitors() const { return !rejected_.empty(); }
+  /// True once the dense output is allocated.
+  bool has_dense() const { return !dense_.empty(); }
+
+  /// Allocates the `dense` field (NaN) if not done yet: integrating with
+  /// Method::dopri5 then leaves there the dense output of every system's
+  /// last accepted step (kernels::DenseStep; `ukb run` records trajectories
+  /// at fixed output times from it). Until then `dense(i, j)` throws.
+  void allocate_dense() {
+    if (!dense_.empty()) return;
+    dense_.assign(std::size_t(dn) * std::size_t(N_), std::numeric_limits<T>::quiet_NaN());
+  }
+
   /// The SoA view handed to backends (the outputs of `evaluate` are null
-  /// until allocate_outputs).
+  /// until allocate_outputs, the dense output until allocate_dense).
   BatchView<Mo> view() {
     BatchView<Mo> v;
     v.N = N_;
@@ -290,7 +341,12 @@ class Batch {
   BatchView<Mo> view_const() const { return const_cast<Batch*>(this)->view(); }
   template <class V>
   static const V& read(const V& v, Field f) {
-    if (v.empty())  // only the outputs of evaluate start unallocated
+    if (v.empty() && f == Field::dense)
+      throw std::logic_error("ukb::Batch: no dense output (call allocate_dense before integrating)");
+    if (v.empty() && field_info(f).role == FieldRole::adaptive)
+      throw std::logic_error(std::string("ukb::Batch: no monitors of adaptive steps (") + field_info(f).name +
+                             "): the batch has not been integrated with Method::dopri5");
+    if (v.empty())  // else only the outputs of evaluate start unallocated
       throw std::logic_error(std::string("ukb::Batch: no evaluation outputs yet (") + field_info(f).name +
                              "): call ukb::evaluate first");
     return v;

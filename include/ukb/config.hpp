@@ -24,6 +24,15 @@
 #define UKB_INLINE inline
 #endif
 
+/// `UKB_NOINLINE` keeps a function out of line (one copy, called).
+#if defined(__CUDACC__)
+#define UKB_NOINLINE __noinline__
+#elif defined(__GNUC__)
+#define UKB_NOINLINE [[gnu::noinline]]
+#else
+#define UKB_NOINLINE
+#endif
+
 namespace ukb {
 
 /// Library version, also printed by `ukb --version` and written to outputs.

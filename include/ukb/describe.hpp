@@ -54,12 +54,23 @@ class EnsembleOf final : public Ensemble {
   Tally integrate(const RunOptions& r, long budget, const EngineOptions& o) override {
     if (!mirror_) return ukb::integrate(batch_, backend_, r, budget, o);
     check(o);
-    const RunSettings<double> s = resolve_run<double>(r, budget, HasConstraintRows<Mo>, Mo::name);
+    const RunSettings<double> s = resolve_run<double>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+    if (r.method == Method::dopri5 && !batch_.has_adaptive_monitors()) {
+      pull();
+      batch_.allocate_adaptive();
+      host_newer_ = true;  // the mirror takes the new fields at the upload
+    }
     if (host_newer_) mirror_->upload(batch_.view());
     host_newer_ = false;
     mirror_->integrate(s, o);
     device_newer_ = true;
     return mirror_->tally(s);
+  }
+
+  void enable_dense() override {
+    pull();
+    mirror_.reset();  // ukb::integrate moves the batch, its dense output with it
+    batch_.allocate_dense();
   }
 
   const double* real(Field f) override { return column<double>(f); }

@@ -112,7 +112,8 @@ Tally integrate(Batch<Mo>& b, Backend be, const RunOptions& r,
                 long budget = std::numeric_limits<long>::max(), const EngineOptions& o = {}) {
   using T = typename Mo::Scalar;
   check(o);
-  const RunSettings<T> s = resolve_run<T>(r, budget, HasConstraintRows<Mo>, Mo::name);
+  const RunSettings<T> s = resolve_run<T>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+  if (r.method == Method::dopri5) b.allocate_adaptive();
   const BatchView<Mo> v = b.view();
   detail::on_backend<Mo>(be, [&]<class E>() { E::template integrate<Mo>(v, s, o); });
   return detail::tally(v, s);

@@ -13,11 +13,11 @@
 /// | name   | member name in BatchView, Batch accessors and local copies |
 /// | type   | `real` (the model's scalar), `i32` or `i64` |
 /// | shape  | `one`: a value per system; `vec`: `rows` values per system |
-/// | rows   | `n`, `m`, `np` (parameters) or `1` |
-/// | role   | `param` (input), `state` (integrated), `monitor` (counted during a run, reset by set_state), `output` (of `evaluate`, allocated on first use) |
+/// | rows   | `n`, `m`, `np` (parameters), `dn` (10 n + 2: a dense output) or `1` |
+/// | role   | `param` (input), `state` (integrated), `monitor` (counted during a run, reset by set_state), `adaptive` (a monitor of adaptive steps, allocated by the first integration with Method::dopri5), `output` (of `evaluate`, allocated on first use), `dense` (the dense output of adaptive steps, allocated on request) |
 /// | init   | value on construction and reset: `zero` or `nan` |
 /// | column | the `ukb run` results column (a string), or `nullptr` |
-/// | when   | when that column is written: `always`, `monitored` (the model has `residual` and the run monitors), `projecting` (stabilisation by projection) |
+/// | when   | when that column is written: `always`, `monitored` (the model has `residual` and the run monitors), `projecting` (stabilisation by projection), `adaptive` (method dopri5) |
 /// | doc    | what the field holds |
 ///
 /// The order of the monitors is the order of their results columns.
@@ -47,11 +47,17 @@
   X(res_pos,      real, one, 1,  monitor, zero, "res_pos_max",         monitored,  "largest position-level constraint residual seen (N)") \
   X(res_vel,      real, one, 1,  monitor, zero, "res_vel_max",         monitored,  "largest velocity-level constraint residual seen (N)") \
   X(proj_fails,   i64,  one, 1,  monitor, zero, "projection_failures", projecting, "steps whose projection did not converge (N)") \
+  X(ctrl,         i32,  one, 1,  monitor, zero, nullptr,               always,     "run bits: 1 the start is done, 2 dopri5: the acceleration at the state is counted, 4 dopri5: the last step was rejected (N)") \
+  X(rejected,     i64,  one, 1,  adaptive, zero, "rejected",           adaptive,   "dopri5: steps rejected by the error control (N)") \
+  X(rhs_evals,    i64,  one, 1,  adaptive, zero, "rhs_evals",          adaptive,   "evaluations of the acceleration (right-hand side), location trials and the initial step's probe included; dopri5, and RK4 where the batch has these monitors (Batch::allocate_adaptive) (N)") \
+  X(h_next,       real, one, 1,  adaptive, zero, nullptr,              always,     "dopri5: the size of the next step the error control chose; 0 before the first (N)") \
+  X(err_prev,     real, one, 1,  adaptive, zero, nullptr,              always,     "dopri5: the error norm of the last accepted step (PI control); 0 before the first (N)") \
   X(qdd,          real, vec, n,  output,  nan,  nullptr,               always,     "last evaluated acceleration (n x N)") \
   X(Qc_ideal,     real, vec, n,  output,  nan,  nullptr,               always,     "last evaluated ideal constraint force (n x N)") \
   X(Qc_nonideal,  real, vec, n,  output,  nan,  nullptr,               always,     "last evaluated non-ideal constraint force (n x N)") \
   X(lambda,       real, vec, m,  output,  nan,  nullptr,               always,     "last evaluated multipliers (m x N)") \
-  X(rank,         i32,  one, 1,  output,  zero, nullptr,               always,     "last evaluated rank of B (N)")
+  X(rank,         i32,  one, 1,  output,  zero, nullptr,               always,     "last evaluated rank of B (N)") \
+  X(dense,        real, vec, dn, dense,   nan,  nullptr,               always,     "dopri5: the dense output of the last accepted step, kernels::DenseStep: r0..r4 (2n each), t0, h ((10n + 2) x N; allocated on request)")
 // clang-format on
 
 /// The C++ type of a field's type token, for model scalar T.
@@ -67,19 +73,39 @@
 #define UKB_FIELD_IS_param_param true
 #define UKB_FIELD_IS_param_state false
 #define UKB_FIELD_IS_param_monitor false
+#define UKB_FIELD_IS_param_adaptive false
 #define UKB_FIELD_IS_param_output false
-#define UKB_FIELD_IS_output_output true
+#define UKB_FIELD_IS_param_dense false
+#define UKB_FIELD_IS_state_param false
+#define UKB_FIELD_IS_state_state true
+#define UKB_FIELD_IS_state_monitor false
+#define UKB_FIELD_IS_state_adaptive false
+#define UKB_FIELD_IS_state_output false
+#define UKB_FIELD_IS_state_dense false
+#define UKB_FIELD_IS_monitor_param false
+#define UKB_FIELD_IS_monitor_state false
+#define UKB_FIELD_IS_monitor_monitor true
+#define UKB_FIELD_IS_monitor_adaptive false
+#define UKB_FIELD_IS_monitor_output false
+#define UKB_FIELD_IS_monitor_dense false
+#define UKB_FIELD_IS_adaptive_param false
+#define UKB_FIELD_IS_adaptive_state false
+#define UKB_FIELD_IS_adaptive_monitor false
+#define UKB_FIELD_IS_adaptive_adaptive true
+#define UKB_FIELD_IS_adaptive_output false
+#define UKB_FIELD_IS_adaptive_dense false
 #define UKB_FIELD_IS_output_param false
 #define UKB_FIELD_IS_output_state false
 #define UKB_FIELD_IS_output_monitor false
-#define UKB_FIELD_IS_monitor_monitor true
-#define UKB_FIELD_IS_monitor_param false
-#define UKB_FIELD_IS_monitor_state false
-#define UKB_FIELD_IS_monitor_output false
-#define UKB_FIELD_IS_state_state true
-#define UKB_FIELD_IS_state_param false
-#define UKB_FIELD_IS_state_monitor false
-#define UKB_FIELD_IS_state_output false
+#define UKB_FIELD_IS_output_adaptive false
+#define UKB_FIELD_IS_output_output true
+#define UKB_FIELD_IS_output_dense false
+#define UKB_FIELD_IS_dense_param false
+#define UKB_FIELD_IS_dense_state false
+#define UKB_FIELD_IS_dense_monitor false
+#define UKB_FIELD_IS_dense_adaptive false
+#define UKB_FIELD_IS_dense_output false
+#define UKB_FIELD_IS_dense_dense true
 
 namespace ukb {
 
@@ -91,10 +117,10 @@ enum class Field : int {
 };
 
 /// How a field is used (see the table above).
-enum class FieldRole : int { param, state, monitor, output };
+enum class FieldRole : int { param, state, monitor, adaptive, output, dense };
 
 /// When a field's results column is written (see the table above).
-enum class ColumnWhen : int { always, monitored, projecting };
+enum class ColumnWhen : int { always, monitored, projecting, adaptive };
 
 /// What the table says about one field, for code that walks it at run time
 /// (the ensemble's columns, the results table, the checkpoint).
@@ -104,7 +130,7 @@ struct FieldInfo {
   bool real;         ///< the model's scalar (else an integer)
   int bytes;         ///< integer size (4 or 8); 0 for real
   bool vec;          ///< rows values per system (else one)
-  char rows;         ///< 'n', 'm', 'p' (parameters) or '1'
+  char rows;         ///< 'n', 'm', 'p' (parameters), 'd' (10 n + 2) or '1'
   FieldRole role;
   bool nan_init;     ///< starts as NaN (else zero)
   const char* column;  ///< results column, or nullptr
@@ -116,6 +142,7 @@ namespace detail {
 #define UKB_FIELD_ROWS_CHAR_n 'n'
 #define UKB_FIELD_ROWS_CHAR_m 'm'
 #define UKB_FIELD_ROWS_CHAR_np 'p'
+#define UKB_FIELD_ROWS_CHAR_dn 'd'
 #define UKB_FIELD_ROWS_CHAR_1 '1'
 #define UKB_FIELD_BYTES_real 0
 #define UKB_FIELD_BYTES_i32 4

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ukb/policy.hpp"
 #include "ukb/settings.hpp"
@@ -43,12 +44,7 @@ constexpr std::string_view to_string(Stabilization s) {
   return s == Stabilization::none ? "none" : s == Stabilization::baumgarte ? "baumgarte" : "projection";
 }
 
-/// The integration method.
-enum class Method {
-  rk4,  ///< classical fourth-order Runge–Kutta with a fixed step
-};
-
-constexpr std::string_view to_string(Method) { return "rk4"; }
+constexpr std::string_view to_string(Method m) { return m == Method::dopri5 ? "dopri5" : "rk4"; }
 
 namespace detail {
 // The value of `all` whose to_string is s.
@@ -71,9 +67,9 @@ inline std::optional<Stabilization> parse_stabilization(std::string_view s) {
       s, std::array{Stabilization::none, Stabilization::baumgarte, Stabilization::projection});
 }
 
-/// Parses "rk4".
+/// Parses "rk4" or "dopri5".
 inline std::optional<Method> parse_method(std::string_view s) {
-  return detail::parse_named(s, std::array{Method::rk4});
+  return detail::parse_named(s, std::array{Method::rk4, Method::dopri5});
 }
 
 /// Thrown when a backend cannot run here (no CUDA build, no device, a
@@ -97,7 +93,7 @@ struct EngineOptions {
 /// file"). `evaluate` uses rank_rtol and the Baumgarte settings only.
 struct RunOptions {
   Method method = Method::rk4;  ///< integration method
-  double dt = 1e-3;             ///< step size (> 0)
+  double dt = 1e-3;             ///< rk4: the step size (> 0); dopri5: the first trial step (0: automatic)
   double t_end = std::numeric_limits<double>::infinity();  ///< end time (+inf: none)
   long max_steps = std::numeric_limits<long>::max();  ///< accepted steps per system since set_state
   double event_tol = policy::default_event_tol;  ///< events: bracket width of the located instant (> 0)
@@ -125,6 +121,19 @@ struct RunOptions {
   /// q'' of another rank; -1: no check. The counters rank_changes and
   /// rank_marginal are kept either way.
   int expected_rank = -1;
+
+  // Adaptive steps (method dopri5; README, "Adaptive steps"). `dt` is the
+  // first trial step there, 0: chosen automatically (Hairer's initial step).
+  double rtol = policy::default_rtol;  ///< relative tolerance (> 0)
+  /// Absolute tolerance: one value, n (q_j and q'_j alike) or 2n (q, then
+  /// q'); each >= 0, and atol + rtol |y| > 0 must hold for every component.
+  std::vector<double> atol = {policy::default_atol};
+  double dt_min = 0;  ///< a step the error control asks for below this fails the system (failed_step_size)
+  double dt_max = std::numeric_limits<double>::infinity();  ///< largest step (> 0)
+  /// A call ends for a system once its time reaches t_pause (after the
+  /// step that reaches it; the steps do not change): how `ukb run` records
+  /// at fixed output times. +inf: never.
+  double t_pause = std::numeric_limits<double>::infinity();
 
   /// The projection tolerance for scalar T with the default filled in.
   template <class T>
@@ -174,12 +183,28 @@ inline void check_evaluation(const RunOptions& r) {
 /// Throws std::invalid_argument for run options out of range.
 inline void check(const RunOptions& r) {
   check_evaluation(r);
-  if (!(r.dt > 0) || !std::isfinite(r.dt))
+  if (r.method == Method::dopri5) {
+    if (!(r.dt >= 0) || !std::isfinite(r.dt))
+      throw std::invalid_argument("ukb: the first trial step dt must be finite and >= 0 (0: automatic)");
+    if (!(r.rtol > 0) || !std::isfinite(r.rtol) || !(r.rtol < 1))
+      throw std::invalid_argument("ukb: rtol must be in (0, 1)");
+    if (r.atol.empty() || r.atol.size() > std::size_t(policy::max_atol))
+      throw std::invalid_argument("ukb: atol must have 1, n or 2n values (at most " +
+                                  std::to_string(policy::max_atol) + ")");
+    for (double a : r.atol)
+      if (!(a >= 0) || !std::isfinite(a)) throw std::invalid_argument("ukb: every atol must be finite and >= 0");
+    if (!(r.dt_min >= 0) || !std::isfinite(r.dt_min))
+      throw std::invalid_argument("ukb: dt_min must be finite and >= 0");
+    if (!(r.dt_max > 0) || std::isnan(r.dt_max)) throw std::invalid_argument("ukb: dt_max must be > 0");
+    if (!(r.dt_min <= r.dt_max)) throw std::invalid_argument("ukb: dt_min must be <= dt_max");
+  } else if (!(r.dt > 0) || !std::isfinite(r.dt)) {
     throw std::invalid_argument("ukb: the time step must be finite and > 0");
+  }
+  if (std::isnan(r.t_pause)) throw std::invalid_argument("ukb: t_pause must not be NaN");
   if (std::isnan(r.t_end)) throw std::invalid_argument("ukb: the end time must not be NaN");
   if (r.max_steps < 0) throw std::invalid_argument("ukb: the step limit must be >= 0");
   if (!(r.event_tol > 0)) throw std::invalid_argument("ukb: the event tolerance must be > 0");
-  if (r.stabilization == Stabilization::baumgarte && fastest_rate(r.baumgarte()) * r.dt > 1)
+  if (r.method == Method::rk4 && r.stabilization == Stabilization::baumgarte && fastest_rate(r.baumgarte()) * r.dt > 1)
     throw std::invalid_argument(
         "ukb: Baumgarte rates too fast for the time step: max(2 alpha, beta, gamma) * dt = " +
         std::to_string(fastest_rate(r.baumgarte()) * r.dt) +
@@ -203,10 +228,11 @@ EvalSettings<T> resolve_evaluation(const RunOptions& r, bool has_rows, const cha
   return {r.rank_tolerance<T>(), {b.on, static_cast<T>(b.alpha), static_cast<T>(b.beta), static_cast<T>(b.gamma)}};
 }
 
-/// The settings of an integration call of at most `budget` steps per system,
-/// in scalar T. Throws std::invalid_argument.
+/// The settings of an integration call of at most `budget` steps per system
+/// (rk4: steps; dopri5: steps tried, rejected ones too), in scalar T, for a
+/// model with n coordinates. Throws std::invalid_argument.
 template <class T>
-RunSettings<T> resolve_run(const RunOptions& r, long budget, bool has_rows, const char* model) {
+RunSettings<T> resolve_run(const RunOptions& r, long budget, bool has_rows, const char* model, int n) {
   check(r);
   if (budget < 0) throw std::invalid_argument("ukb: the step count must be >= 0");
   const EvalSettings<T> e = resolve_evaluation<T>(r, has_rows, model);
@@ -228,6 +254,23 @@ RunSettings<T> resolve_run(const RunOptions& r, long budget, bool has_rows, cons
   s.projection = {r.stabilization == Stabilization::projection, static_cast<T>(tol), r.projection_iters};
   s.residual_limit = static_cast<T>(r.residual_limit);
   s.expected_rank = r.expected_rank;
+  s.method = r.method;
+  s.t_pause = static_cast<T>(r.t_pause);
+  if (r.method == Method::dopri5) {
+    const std::size_t k = r.atol.size();
+    if (k != 1 && k != std::size_t(n) && k != 2 * std::size_t(n))
+      throw std::invalid_argument("ukb: atol has " + std::to_string(k) + " values; expected 1, " +
+                                  std::to_string(n) + " (one per coordinate) or " + std::to_string(2 * n) +
+                                  " (q, then q') for '" + model + "'");
+    s.control.rtol = static_cast<T>(r.rtol);
+    s.control.atol_count = static_cast<int>(k);
+    for (std::size_t i = 0; i < k; ++i) s.control.atol[i] = static_cast<T>(r.atol[i]);
+    s.control.dt_min = static_cast<T>(r.dt_min);
+    s.control.dt_max = static_cast<T>(r.dt_max);
+    for (std::size_t i = 0; i < 2 * std::size_t(n); ++i)
+      if (!(s.control.atol_of(int(i), n) + s.control.rtol > T(0)))
+        throw std::invalid_argument("ukb: atol and rtol are zero in the scalar type of the model");
+  }
   if (!(s.residual_limit > T(0)))
     throw std::invalid_argument("ukb: the residual limit " + std::to_string(r.residual_limit) +
                                 " is zero in the scalar type of the model");

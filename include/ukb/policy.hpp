@@ -70,6 +70,38 @@ inline constexpr int default_projection_iters = 4;
 /// route of the pseudo-inverse is taken only with this margin.
 inline constexpr double rank_margin = 100.0;
 
+/// Adaptive steps (Dormand–Prince 5(4), integrator.method = "dopri5"):
+/// default tolerances of the error control. A step is accepted when the
+/// root mean square over the 2n components of q and q' of
+/// err_i / (atol_i + rtol max(|y_i| at the start, |y_i| at the end)) is
+/// at most 1.
+inline constexpr double default_rtol = 1e-6;
+inline constexpr double default_atol = 1e-9;
+
+/// Components that can have an absolute tolerance of their own (atol per
+/// coordinate: n values, or 2n for q then q'); larger models take one.
+inline constexpr int max_atol = 128;
+
+/// The PI step-size controller of Hairer's DOPRI5 (Hairer, Norsett and
+/// Wanner, Solving ODEs I, section II.4; Gustafsson's PI control): with the
+/// error norm err of the step and err_prev that of the last accepted one,
+///     h_new = h / clamp(err^(0.2 - 0.75 beta) / err_prev^beta / safety,
+///                       1 / step_grow_max, 1 / step_shrink_min),
+/// err_prev starting at, and floored to, err_floor. A rejected step
+/// (err > 1) is tried again with h / min(1 / step_shrink_min,
+/// err^(0.2 - 0.75 beta) / safety), and the step after a rejection does not
+/// grow.
+inline constexpr double pi_beta = 0.04;
+inline constexpr double step_safety = 0.9;
+inline constexpr double step_shrink_min = 0.2;  ///< h_new >= 0.2 h
+inline constexpr double step_grow_max = 10.0;   ///< h_new <= 10 h
+inline constexpr double err_floor = 1e-4;
+
+/// Adaptive steps: a step below this many units in the last place of the
+/// time cannot advance it; the error control asking for one ends the
+/// system with failed_step_size (as one below dt_min does).
+inline constexpr double min_step_ulps = 10.0;
+
 /// Whether steps of `dt` advance the time everywhere on [t0, t_last] (the
 /// largest |t| gains at least dt/1000 from a step, and t_last is finite): a
 /// smaller step is refused by `ukb run` and `ukb trajectory` alike (the time

@@ -82,6 +82,10 @@ class Ensemble {
   /// Integrates every active system by at most `budget` more steps
   /// (ukb::integrate). Returns the systems still active and the failed ones.
   virtual Tally integrate(const RunOptions& r, long budget, const EngineOptions& o) = 0;
+  /// Keeps the dense output of every system's last accepted step from now
+  /// on (Batch::allocate_dense; method dopri5), readable as real(Field::dense).
+  /// On cuda the ensemble then moves to and from the device at every call.
+  virtual void enable_dense() = 0;
   /// A field of every system (fields.hpp), read-only: value j of system i at
   /// soa(j, i, size()). The pointer stays valid until the next call that is
   /// not a read. Throws std::logic_error for a field of another type and for

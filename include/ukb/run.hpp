@@ -87,6 +87,7 @@ struct Config {
   double t0 = 0;                    ///< initial time
   std::vector<long> record;         ///< samples whose trajectories are written
   long record_every = 100;          ///< trajectory row every this many steps
+  double record_dt = 0;             ///< dopri5: a trajectory row at t0 + k record_dt (dense output); 0: record_every
   int histogram_bins = 50;          ///< bins of each histogram in summary.json
   bool write_csv = true;            ///< results.csv ([output] formats)
   bool write_npy = true;            ///< results.npy ([output] formats)

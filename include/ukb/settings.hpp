@@ -56,10 +56,33 @@ struct EvalSettings {
   Baumgarte<T> baumgarte{};                      ///< Baumgarte-corrected b (off by default)
 };
 
+/// The integration method.
+enum class Method : int {
+  rk4 = 0,     ///< classical fourth-order Runge–Kutta with a fixed step
+  dopri5 = 1,  ///< Dormand–Prince 5(4): adaptive steps per system, error control, dense output
+};
+
+/// The error control of adaptive steps (Method::dopri5).
+template <class T>
+struct ErrorControl {
+  T rtol{};            ///< relative tolerance (> 0)
+  /// Absolute tolerances: 1 value for every component, n (q_j and q'_j
+  /// alike) or 2n (q, then q'); at most policy::max_atol.
+  int atol_count = 1;
+  T atol[policy::max_atol]{};
+  T dt_min{};          ///< smallest step the control may ask for (>= 0)
+  T dt_max{};          ///< largest step (> 0, +infinity: none)
+
+  /// The absolute tolerance of component k (k < n: q_k; else q'_{k-n}).
+  UKB_HD T atol_of(int k, int n) const {
+    return atol_count == 1 ? atol[0] : atol_count == n ? atol[k < n ? k : k - n] : atol[k];
+  }
+};
+
 /// What one integration call does for every system (kernels/ukb/kernels/run.hpp).
 template <class T>
 struct RunSettings {
-  T dt{};               ///< step size (> 0)
+  T dt{};               ///< rk4: the step size (> 0); dopri5: the first trial step (0: chosen automatically)
   T t_end{};            ///< end time; +infinity for none
   long max_steps = 0;   ///< limit on the accepted steps since set_state
   long budget = 0;      ///< at most this many steps per system in this call
@@ -76,6 +99,13 @@ struct RunSettings {
   /// A step with an evaluation of another rank(B) fails with failed_rank;
   /// -1: no check.
   int expected_rank = -1;
+  Method method = Method::rk4;  ///< the stepper and its controller
+  /// dopri5: rtol, atol, dt_min, dt_max.
+  ErrorControl<T> control{};
+  /// A call also ends for a system once its time has reached t_pause
+  /// (after the step that reaches it: the steps are not changed); +infinity:
+  /// never. Recording at fixed output times (the dense output) uses it.
+  T t_pause = std::numeric_limits<T>::infinity();
 
   /// The settings of every evaluation of a step.
   UKB_HD EvalSettings<T> eval() const { return {rank_rtol, baumgarte}; }

@@ -19,17 +19,18 @@ enum class Status : int {
   max_steps = 4,           ///< the step limit was reached before the end time
   failed_residual = 5,     ///< a constraint residual exceeded RunOptions::residual_limit
   failed_rank = 6,         ///< rank(B) left RunOptions::expected_rank
+  failed_step_size = 7,    ///< adaptive steps: the step the error control asks for is below dt_min
 };
 
 /// True for the statuses of a failed system (failed_*).
 UKB_HD constexpr bool is_failure(Status s) {
   return s == Status::failed_mass_matrix || s == Status::failed_nonfinite || s == Status::failed_residual ||
-         s == Status::failed_rank;
+         s == Status::failed_rank || s == Status::failed_step_size;
 }
 
 /// True for the codes of the Status values (a status read from a file is
 /// checked with it).
-constexpr bool is_valid_status(int code) { return code >= 0 && code <= static_cast<int>(Status::failed_rank); }
+constexpr bool is_valid_status(int code) { return code >= 0 && code <= static_cast<int>(Status::failed_step_size); }
 
 /// Stable lower-case name of a status (as written to JSON and CSV outputs).
 constexpr std::string_view to_string(Status s) {
@@ -41,6 +42,7 @@ constexpr std::string_view to_string(Status s) {
     case Status::max_steps: return "max_steps";
     case Status::failed_residual: return "failed_residual";
     case Status::failed_rank: return "failed_rank";
+    case Status::failed_step_size: return "failed_step_size";
   }
   return "unknown";
 }

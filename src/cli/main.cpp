@@ -460,7 +460,7 @@ int cmd_run(const RunArgs& a) {
 
   // A run of very many steps says so before it starts (the progress line
   // shows the rate on a terminal; SIGINT checkpoints it).
-  {
+  if (c.run.method == ukb::Method::rk4) {  // adaptive steps: not known in advance
     const double per_sample = std::isfinite(c.run.t_end)
                                   ? std::min(static_cast<double>(c.run.max_steps), std::ceil((c.run.t_end - c.t0) / c.run.dt))
                                   : static_cast<double>(c.run.max_steps);

@@ -126,6 +126,80 @@ Status rk4_step(const AccelFn& f, State& s, double dt) {
   return Status::ok;
 }
 
+namespace {
+
+// The Dormand–Prince pair as a Butcher tableau: nodes c, stage matrix A,
+// fifth-order weights b (= A's last row: FSAL), fourth-order weights bh.
+struct Dp54 {
+  Eigen::Matrix<double, 7, 1> c, b, bh;
+  Eigen::Matrix<double, 7, 7> A;
+  Dp54() {
+    c << 0, 0.2, 0.3, 0.8, 8.0 / 9.0, 1, 1;
+    A.setZero();
+    A(1, 0) = 0.2;
+    A.row(2).head(2) << 3.0 / 40, 9.0 / 40;
+    A.row(3).head(3) << 44.0 / 45, -56.0 / 15, 32.0 / 9;
+    A.row(4).head(4) << 19372.0 / 6561, -25360.0 / 2187, 64448.0 / 6561, -212.0 / 729;
+    A.row(5).head(5) << 9017.0 / 3168, -355.0 / 33, 46732.0 / 5247, 49.0 / 176, -5103.0 / 18656;
+    A.row(6).head(6) << 35.0 / 384, 0, 500.0 / 1113, 125.0 / 192, -2187.0 / 6784, 11.0 / 84;
+    b = A.row(6).transpose();
+    bh << 5179.0 / 57600, 0, 7571.0 / 16695, 393.0 / 640, -92097.0 / 339200, 187.0 / 2100, 1.0 / 40;
+  }
+};
+
+}  // namespace
+
+Dopri5Step dopri5_step(const AccelFn& f, const State& s, const Eigen::VectorXd& a0, double h, double t1,
+                       const std::function<void(const State&)>& seen) {
+  static const Dp54 tab;
+  const Eigen::Index n = s.q.size();
+  VectorXd y0(2 * n);
+  y0 << s.q, s.qd;
+  Dopri5Step out;
+  out.K.resize(2 * n, 7);
+  out.K.col(0) << s.qd, a0;
+  VectorXd y = y0;
+  for (int st = 1; st < 7; ++st) {
+    y = y0 + h * out.K.leftCols(st) * tab.A.row(st).head(st).transpose();
+    const double t = st == 6 ? t1 : s.t + tab.c(st) * h;
+    const State x{y.head(n), y.tail(n), t};
+    if (st < 6 && seen) seen(x);
+    const Result r = f(x.q, x.qd, t);
+    if (r.status != Status::ok) {
+      out.status = r.status;
+      return out;
+    }
+    out.K.col(st) << x.qd, r.qdd;
+  }
+  out.end = State{y.head(n), y.tail(n), t1};
+  out.err = h * out.K * (tab.b - tab.bh);
+  return out;
+}
+
+Eigen::MatrixXd dopri5_dense(const State& s, const Dopri5Step& step, double h) {
+  const Eigen::Index n = s.q.size();
+  Eigen::Matrix<double, 7, 1> d;
+  d << -12715105075.0 / 11282082432.0, 0, 87487479700.0 / 32700410799.0, -10690763975.0 / 1880347072.0,
+      701980252875.0 / 199316789632.0, -1453857185.0 / 822651844.0, 69997945.0 / 29380423.0;
+  VectorXd y0(2 * n), y1(2 * n);
+  y0 << s.q, s.qd;
+  y1 << step.end.q, step.end.qd;
+  Eigen::MatrixXd r(2 * n, 5);
+  r.col(0) = y0;
+  r.col(1) = y1 - y0;
+  r.col(2) = h * step.K.col(0) - r.col(1);
+  r.col(3) = r.col(1) - h * step.K.col(6) - r.col(2);
+  r.col(4) = h * step.K * d;
+  return r;
+}
+
+State dense_at(const Eigen::MatrixXd& r, double t0, double h, double theta) {
+  const Eigen::Index n = r.rows() / 2;
+  const double u = 1 - theta;
+  const VectorXd y = r.col(0) + theta * (r.col(1) + u * (r.col(2) + theta * (r.col(3) + u * r.col(4))));
+  return State{y.head(n), y.tail(n), t0 + theta * h};
+}
+
 Status integrate_rk4(const AccelFn& f, State& s, double dt, long steps,
                      const std::function<void(const State&)>& observe) {
   for (long k = 0; k < steps; ++k) {

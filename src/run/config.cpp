@@ -378,16 +378,80 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
   const toml::node* integ = root.get("integrator");
   if (!integ) P.fail(nullptr, "integrator", "missing; expected a table [integrator] with at least dt");
   const toml::table& I = P.table(*integ, "integrator");
-  P.only_keys(I, "integrator.", {"method", "dt", "t_end", "max_steps", "event_tol", "events",
-                                 "monitor", "rank_rtol", "chunk", "residual_limit", "expected_rank"});
+  P.only_keys(I, "integrator.", {"method", "dt", "t_end", "max_steps", "event_tol", "events", "monitor",
+                                 "rank_rtol", "chunk", "residual_limit", "expected_rank", "rtol", "atol",
+                                 "dt_min", "dt_max"});
   if (const toml::node* m = I.get("method")) {
     const std::string method = P.string(*m, "integrator.method");
-    if (method != "rk4") P.fail(m, "integrator.method", "unknown method '" + printable(method, 80) + "'; expected rk4");
+    const std::optional<Method> parsed = parse_method(method);
+    if (!parsed) {
+      std::string msg = "unknown method '" + printable(method, 80) + "'";
+      const std::string near = closest_match(method, {"rk4", "dopri5"});
+      if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+      P.fail(m, "integrator.method", msg + "; expected rk4 (fixed steps) or dopri5 (adaptive steps)");
+    }
+    c.run.method = *parsed;
   }
+  const bool adaptive = c.run.method == Method::dopri5;
   const toml::node* dt = I.get("dt");
-  if (!dt) P.fail(integ, "integrator.dt", "missing; expected the time step (a number > 0)");
-  c.run.dt = P.number(*dt, "integrator.dt");
-  if (!(c.run.dt > 0)) P.fail(dt, "integrator.dt", "expected a time step > 0, got " + Parser::fmt(c.run.dt));
+  if (!dt && !adaptive) P.fail(integ, "integrator.dt", "missing; expected the time step (a number > 0)");
+  c.run.dt = 0;  // dopri5 without dt: the first step is chosen automatically
+  if (dt) {
+    c.run.dt = P.number(*dt, "integrator.dt");
+    if (!(c.run.dt > 0))
+      P.fail(dt, "integrator.dt",
+             std::string(adaptive ? "expected a first trial step > 0 (or no dt: chosen automatically)"
+                                  : "expected a time step > 0") +
+                 ", got " + Parser::fmt(c.run.dt));
+  }
+  // The error control of adaptive steps; refused with rk4, which would ignore it.
+  auto adaptive_key = [&](const char* key) -> const toml::node* {
+    const toml::node* k = I.get(key);
+    if (k && !adaptive)
+      P.fail(k, std::string("integrator.") + key,
+             "applies to method = \"dopri5\" (adaptive steps) only; this config's method is \"rk4\"");
+    return k;
+  };
+  if (const toml::node* r = adaptive_key("rtol")) {
+    c.run.rtol = P.number(*r, "integrator.rtol");
+    if (!(c.run.rtol > 0 && c.run.rtol < 1))
+      P.fail(r, "integrator.rtol", "expected a relative tolerance in (0, 1), got " + Parser::fmt(c.run.rtol));
+  }
+  if (const toml::node* a = adaptive_key("atol")) {
+    c.run.atol.clear();
+    auto one = [&](const toml::node& x, const std::string& key) {
+      const double v = P.number(x, key);
+      if (!(v >= 0)) P.fail(&x, key, "expected an absolute tolerance >= 0, got " + Parser::fmt(v));
+      c.run.atol.push_back(v);
+    };
+    if (const toml::array* arr = a->as_array()) {
+      for (std::size_t i = 0; i < arr->size(); ++i) one(*arr->get(i), "integrator.atol[" + std::to_string(i) + "]");
+      const std::size_t k = c.run.atol.size(), n = static_cast<std::size_t>(M.n);
+      if (k != n && k != 2 * n)
+        P.fail(a, "integrator.atol",
+               "expected one number, or an array of " + std::to_string(n) + " (one per coordinate of '" + M.name +
+                   "': " + join(M.coords) + ") or " + std::to_string(2 * n) + " (q, then q'), got " +
+                   std::to_string(k) + " values");
+      if (k > std::size_t(policy::max_atol))
+        P.fail(a, "integrator.atol", "expected at most " + std::to_string(policy::max_atol) +
+                                         " values; give one number for a model this large");
+    } else {
+      one(*a, "integrator.atol");
+    }
+    for (double v : c.run.atol)
+      if (v == 0 && c.run.rtol == 0) P.fail(a, "integrator.atol", "atol and rtol are both zero");
+  }
+  if (const toml::node* d = adaptive_key("dt_min")) {
+    c.run.dt_min = P.number(*d, "integrator.dt_min");
+    if (!(c.run.dt_min >= 0)) P.fail(d, "integrator.dt_min", "expected a step >= 0, got " + Parser::fmt(c.run.dt_min));
+  }
+  if (const toml::node* d = adaptive_key("dt_max")) {
+    c.run.dt_max = P.number(*d, "integrator.dt_max", true);
+    if (!(c.run.dt_max > 0)) P.fail(d, "integrator.dt_max", "expected a step > 0 or inf, got " + Parser::fmt(c.run.dt_max));
+    if (!(c.run.dt_max >= c.run.dt_min))
+      P.fail(d, "integrator.dt_max",
+             "expected at least integrator.dt_min = " + Parser::fmt(c.run.dt_min) + ", got " + Parser::fmt(c.run.dt_max));
+  }
   bool bounded = false;
   if (const toml::node* te = I.get("t_end")) {
     c.run.t_end = P.number(*te, "integrator.t_end", true);
@@ -471,7 +535,7 @@ void parse_stabilization_table(const Parser& P, const toml::table& root, Config&
     }
     if (const toml::node* k = only_for("max_iter", Stabilization::projection))
       c.run.projection_iters = static_cast<int>(P.integer(*k, "stabilization.max_iter", 1, 100));
-    if (c.run.stabilization == Stabilization::baumgarte &&
+    if (c.run.method == Method::rk4 && c.run.stabilization == Stabilization::baumgarte &&
         fastest_rate(c.run.baumgarte()) * c.run.dt > 1)
       P.fail(sn, "stabilization",
              "the Baumgarte rates are too fast for integrator.dt = " + Parser::fmt(c.run.dt) +
@@ -576,7 +640,7 @@ void parse_initial(const Parser& P, const toml::table& root, Config& c) {
 void check_time_range(const Parser& P, const toml::table& root, Config& c) {
   const toml::table& I = *root.get("integrator")->as_table();
   const toml::node* dt = I.get("dt");
-  {
+  if (c.run.method == Method::rk4) {  // adaptive steps that cannot advance end with failed_step_size
     const double t_last = std::isfinite(c.run.t_end) ? c.run.t_end
                                                      : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
     const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
@@ -606,7 +670,7 @@ void check_axes(const Parser& P, Config& c) {
 void parse_output(const Parser& P, const toml::table& root, Config& c) {
   if (const toml::node* on = root.get("output")) {
     const toml::table& O = P.table(*on, "output");
-    P.only_keys(O, "output.", {"dir", "record", "record_every", "histogram_bins", "formats",
+    P.only_keys(O, "output.", {"dir", "record", "record_every", "record_dt", "histogram_bins", "formats",
                                "checkpoint_interval"});
     if (const toml::node* ci = O.get("checkpoint_interval")) {
       c.checkpoint_interval = P.number(*ci, "output.checkpoint_interval", true);
@@ -642,6 +706,19 @@ void parse_output(const Parser& P, const toml::table& root, Config& c) {
     }
     if (const toml::node* e = O.get("record_every"))
       c.record_every = P.integer(*e, "output.record_every", 1, std::numeric_limits<long>::max());
+    if (const toml::node* e = O.get("record_dt")) {
+      if (c.run.method != Method::dopri5)
+        P.fail(e, "output.record_dt",
+               "needs integrator.method = \"dopri5\" (rows at fixed times come from its dense output); with rk4 "
+               "expected output.record_every (a row every k steps)");
+      if (O.get("record_every"))
+        P.fail(e, "output.record_dt", "expected either record_dt (a row at fixed times) or record_every, not both");
+      c.record_dt = P.number(*e, "output.record_dt");
+      if (!(c.record_dt > 0))
+        P.fail(e, "output.record_dt", "expected a time interval > 0, got " + Parser::fmt(c.record_dt));
+      if (!policy::step_advances_time(c.t0, std::isfinite(c.run.t_end) ? c.run.t_end : c.t0, c.record_dt))
+        P.fail(e, "output.record_dt", "the interval " + Parser::fmt(c.record_dt) + " is too small to advance the time");
+    }
     if (const toml::node* h = O.get("histogram_bins"))
       c.histogram_bins = static_cast<int>(P.integer(*h, "output.histogram_bins", 1, 100000));
   }
@@ -701,8 +778,8 @@ std::string Config::to_json() const {
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     return v;
   };
-  j["integrator"] = {{"method", "rk4"},
-                     {"dt", run.dt},
+  j["integrator"] = {{"method", std::string(to_string(run.method))},
+                     {"dt", run.method == Method::dopri5 && run.dt == 0 ? nlohmann::json("auto") : nlohmann::json(run.dt)},
                      {"t_end", num(run.t_end)},
                      {"max_steps", run.max_steps},
                      {"event_tol", run.event_tol},
@@ -712,6 +789,12 @@ std::string Config::to_json() const {
                      {"expected_rank", run.expected_rank},
                      {"rank_rtol", run.rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(run.rank_rtol)},
                      {"chunk", chunk}};
+  if (run.method == Method::dopri5) {
+    j["integrator"]["rtol"] = run.rtol;
+    j["integrator"]["atol"] = run.atol;
+    j["integrator"]["dt_min"] = run.dt_min;
+    j["integrator"]["dt_max"] = num(run.dt_max);
+  }
   {
     nlohmann::json s = {{"method", std::string(to_string(run.stabilization))}};
     if (run.stabilization == Stabilization::baumgarte) {
@@ -738,6 +821,7 @@ std::string Config::to_json() const {
                  {"histogram_bins", histogram_bins},
                  {"checkpoint_interval", num(checkpoint_interval)},
                  {"formats", formats}};
+  if (record_dt > 0) j["output"]["record_dt"] = record_dt;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // a path need not be UTF-8
 }
 

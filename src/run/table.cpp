@@ -17,6 +17,7 @@ bool written(const Config& c, ColumnWhen when) {
     case ColumnWhen::always: return true;
     case ColumnWhen::monitored: return c.model->has_residual && c.run.monitor;
     case ColumnWhen::projecting: return c.run.stabilization == Stabilization::projection;
+    case ColumnWhen::adaptive: return c.run.method == Method::dopri5;
   }
   return false;
 }
@@ -55,7 +56,7 @@ Table make_table(const Config& c) {
     add(t, "energy_dissipated", false, S);
   };
   for (const FieldInfo& f : field_table) {
-    if (f.role != FieldRole::monitor || !f.column) continue;
+    if ((f.role != FieldRole::monitor && f.role != FieldRole::adaptive) || !f.column) continue;
     if (f.when != ColumnWhen::always) place_energies();
     if (!written(c, f.when)) continue;
     t.monitors.push_back({f.field, t.cols.size()});

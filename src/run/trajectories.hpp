@@ -10,10 +10,13 @@
 namespace ukb::run {
 
 /// Integrates the recorded samples (system k of `e` is sample c.record[k],
-/// set at its initial state) in calls of record_every steps, writing
-/// trajectories.csv into f: a row for every recorded sample at its start,
-/// and after every call a row for each one the call changed. Leaves their
-/// final states in e. Returns the system-steps taken.
+/// set at its initial state), writing trajectories.csv into f: a row for
+/// every recorded sample at its start, then either (record_every) a row
+/// after every call of record_every steps for each one the call changed,
+/// or (record_dt, dopri5) a row at every t0 + j record_dt up to its end,
+/// read off the dense output of the step that covers it, and a last row at
+/// its final state. Leaves their final states in e. Returns the
+/// system-steps taken.
 double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ostream& f);
 
 }  // namespace ukb::run

@@ -201,6 +201,29 @@ struct State {
 /// returned.
 Status rk4_step(const AccelFn& f, State& s, double dt);
 
+/// What dopri5_step() gives.
+struct Dopri5Step {
+  Status status = Status::ok;  ///< a failed stage's status (the rest is then meaningless)
+  State end;                   ///< the fifth-order solution at the end time
+  Eigen::VectorXd err;         ///< the error estimate y5 - y4 (2n: q, then q')
+  Eigen::MatrixXd K;           ///< the stage derivatives (2n x 7), column s of stage s + 1
+};
+
+/// One Dormand–Prince 5(4) step of size h from s (Hairer, Norsett and
+/// Wanner, Table II.5.2), landing at time t1 (s.t + h, or an end time);
+/// a0 the acceleration at s (the first stage, given). `seen` (optional) is
+/// called with the states of stages 2 to 6.
+Dopri5Step dopri5_step(const AccelFn& f, const State& s, const Eigen::VectorXd& a0, double h, double t1,
+                       const std::function<void(const State&)>& seen = {});
+
+/// The coefficients r0..r4 (2n x 5) of the dense output of a Dormand–Prince
+/// step (Hairer's contd5): y(s.t + theta h) = r0 + theta (r1 + (1 - theta)
+/// (r2 + theta (r3 + (1 - theta) r4))).
+Eigen::MatrixXd dopri5_dense(const State& s, const Dopri5Step& step, double h);
+
+/// The state of a dense output r (dopri5_dense) at theta in [0, 1].
+State dense_at(const Eigen::MatrixXd& r, double t0, double h, double theta);
+
 /// What project() did.
 struct Projected {
   Status status = Status::ok;  ///< failed_* where M, A or the rows could not be used

@@ -18,20 +18,22 @@ void evaluate(const BatchView<Mo>& v, const EvalSettings<typename Mo::Scalar>& s
   ukb::cpu::parallel_for(v.N, o.threads, o.chunk, kernels::EvaluateBody<Mo>{v, s});
 }
 
-/// With EngineOptions::simd, every thread takes `chunk` systems at a time
-/// (at least one pack's worth) and integrates them in the lanes of one pack,
-/// refilling a lane as soon as its system is done
-/// (kernels::integrate_systems); otherwise `chunk` systems one at a time.
+/// With EngineOptions::simd, every thread integrates systems in the lanes
+/// of one pack (kernels::integrate_method: RK4 or Dormand–Prince), refilling a lane as soon as
+/// its system is done from the systems the threads share, `chunk` at a time
+/// (ukb::cpu::SharedSystems): a pack stays full until the whole batch runs
+/// dry, and only the last systems of the call leave lanes idle. Otherwise
+/// `chunk` systems at a time, one system after the other.
 template <Model Mo>
 void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s, const EngineOptions& o) {
   using T = typename Mo::Scalar;
   if (o.simd) {
-    constexpr int W = ukb::cpu::lane_width<T>;
+    constexpr int W = ukb::cpu::lane_width<T, Mo::n>;
     using V = ukb::cpu::Pack<T, W>;
-    const int per = std::max(o.chunk, W);
-    const int tasks = (v.N + per - 1) / per;
-    ukb::cpu::parallel_for(tasks, o.threads, 1, [&](int k) {
-      kernels::integrate_systems<Mo, V>(v, k * per, std::min(v.N, (k + 1) * per), s);
+    ukb::cpu::SharedSystems shared(v.N, o.chunk);
+    ukb::cpu::parallel_workers(o.threads, [&] {
+      ukb::cpu::SharedSystems::Source src(shared);
+      kernels::integrate_method<Mo, V>(v, src, s);
     });
   } else {
     ukb::cpu::parallel_for(v.N, o.threads, o.chunk, kernels::IntegrateBody<Mo>{v, s});

@@ -1,6 +1,10 @@
 /// @file parallel.hpp
-/// @brief The CPU backend's launcher: OpenMP over systems in chunks.
+/// @brief The CPU backend's launchers: OpenMP over systems in chunks, and
+///        threads that share the systems of a batch.
 #pragma once
+
+#include <algorithm>
+#include <atomic>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,5 +28,54 @@ void parallel_for(int N, int threads, int chunk, const Body& body) {
   for (int i = 0; i < N; ++i) body(i);
 #endif
 }
+
+/// Calls body() once on each of `threads` OpenMP threads (0: the OpenMP
+/// default), at once.
+template <class Body>
+void parallel_workers(int threads, const Body& body) {
+#ifdef _OPENMP
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  body();
+#else
+  (void)threads;
+  body();
+#endif
+}
+
+/// The systems [0, N) shared by the threads of one call, handed out in
+/// blocks of `chunk` consecutive systems (one atomic operation per block).
+class SharedSystems {
+ public:
+  SharedSystems(int N, int chunk) : N_(N), chunk_(chunk < 1 ? 1 : chunk) {}
+
+  /// One thread's source of systems (kernels::SystemRange's interface):
+  /// its current block, then the next block nobody has taken.
+  class Source {
+   public:
+    explicit Source(SharedSystems& s) : s_(s) {}
+    int next() {
+      if (cur_ >= end_ && !take()) return -1;
+      return cur_++;
+    }
+    bool done() const { return cur_ >= end_ && s_.next_.load(std::memory_order_relaxed) >= s_.N_; }
+
+   private:
+    bool take() {
+      const long first = s_.next_.fetch_add(s_.chunk_, std::memory_order_relaxed);
+      if (first >= s_.N_) return false;
+      cur_ = int(first);
+      end_ = int(std::min<long>(first + s_.chunk_, s_.N_));
+      return true;
+    }
+    SharedSystems& s_;
+    int cur_ = 0, end_ = 0;
+  };
+
+ private:
+  int N_;
+  long chunk_;
+  std::atomic<long> next_{0};  // the first system no thread has taken
+};
 
 }  // namespace ukb::cpu

@@ -32,9 +32,20 @@ namespace stdx = std::experimental;
 template <class T, int W>
 using Pack = stdx::fixed_size_simd<T, W>;
 
-/// Systems per pack: one 512-bit register's worth (8 doubles, 16 floats).
-template <class T>
-inline constexpr int lane_width = 64 / int(sizeof(T));
+/// Systems per pack for a model with n coordinates. Small models (n < 8):
+/// one of the widest vector registers the code is compiled for
+/// (std::experimental::native_simd: 8 doubles or 16 floats with AVX-512, 4
+/// or 8 with AVX2, 2 or 4 with SSE2, the x86-64 baseline); larger ones: at
+/// least 64 bytes (8 doubles, 16 floats: two AVX2 registers, four SSE2).
+/// Measured on AVX2 and SSE2 (bench/README.md, 2026-11-25): with n = 2 a
+/// pack of several registers ran up to 1.7x slower (g++ calls, rather than
+/// inlines, its operations, and there is little work per operation), with
+/// n = 12 and 24 up to 1.5x faster (the latency-bound recurrences of the
+/// triangular solves run side by side). Every width gives the same results.
+template <class T, int n = 1>
+inline constexpr int lane_width = n >= 8 && int(stdx::native_simd<T>::size()) < 64 / int(sizeof(T))
+                                      ? 64 / int(sizeof(T))
+                                      : int(stdx::native_simd<T>::size());
 
 }  // namespace ukb::cpu
 
@@ -77,7 +88,7 @@ struct Lanes<cpu::Pack<T, W>> {
 
   static bool any(const Mask& m) { return cpu::stdx::any_of(m); }
   static bool all(const Mask& m) { return cpu::stdx::all_of(m); }
-  [[gnu::flatten]] static V select(const Mask& m, const V& a, const V& b) {
+  [[gnu::always_inline, gnu::flatten]] static V select(const Mask& m, const V& a, const V& b) {
 #if defined(__clang__)
     // clang (14) with libstdc++'s <experimental/simd>: a masked assignment
     // `where(m, r) = a` leaves r unchanged where the mask is an AVX-512

@@ -42,16 +42,18 @@ namespace ukb::UKB_CUDA_IMPL_NS {
 template <Model Mo>
 struct DeviceBatch {
   using T = typename Mo::Scalar;
-  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>();
+  static constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
   int N;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
   thrust::device_vector<UKB_FIELD_TYPE(type, T)> name;
   UKB_FIELDS(UKB_X)
 #undef UKB_X
 
-  DeviceBatch(int systems, bool outputs) : N(systems) {
-#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
-  if (outputs || !UKB_FIELD_IS(role, output)) name.resize(std::size_t(rows) * std::size_t(N));
+  DeviceBatch(int systems, bool outputs, bool with_dense = false) : N(systems) {
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc)                                  \
+  if ((outputs || !UKB_FIELD_IS(role, output)) && (with_dense || !UKB_FIELD_IS(role, dense)) &&    \
+      !UKB_FIELD_IS(role, adaptive))                                                                  \
+    name.resize(std::size_t(rows) * std::size_t(N));
     UKB_FIELDS(UKB_X)
 #undef UKB_X
   }
@@ -67,18 +69,27 @@ struct DeviceBatch {
     return v;
   }
 
-  /// Every field of host but the outputs of `evaluate`, to the device.
+  /// Every field of host but the outputs of `evaluate` and the dense
+  /// output, to the device; the monitors of adaptive steps where host has
+  /// them (allocated here at their first upload).
   void upload(const BatchView<Mo>& h) {
-#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
-  if (!UKB_FIELD_IS(role, output)) thrust::copy(h.name, h.name + std::size_t(rows) * std::size_t(N), name.begin());
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc)                   \
+  if (UKB_FIELD_IS(role, adaptive) && h.name && name.empty())                         \
+    name.resize(std::size_t(rows) * std::size_t(N));                                  \
+  if (!UKB_FIELD_IS(role, output) && !UKB_FIELD_IS(role, dense) && !name.empty() && h.name) \
+    thrust::copy(h.name, h.name + std::size_t(rows) * std::size_t(N), name.begin());
     UKB_FIELDS(UKB_X)
 #undef UKB_X
   }
 
-  /// The state and the run monitors, to the host (after an integration).
+  /// The state, the run monitors (those of adaptive steps and the dense
+  /// output where there are), to the host (after an integration).
   void download_run(const BatchView<Mo>& h) const {
-#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
-  if (UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor)) thrust::copy(name.begin(), name.end(), h.name);
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc)                               \
+  if ((UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor) || UKB_FIELD_IS(role, adaptive) ||  \
+       UKB_FIELD_IS(role, dense)) &&                                                                 \
+      h.name && !name.empty())                                                                       \
+    thrust::copy(name.begin(), name.end(), h.name);
     UKB_FIELDS(UKB_X)
 #undef UKB_X
   }
@@ -116,7 +127,7 @@ template <Model Mo>
 class Mirror final : public backends::cuda::DeviceMirror<Mo> {
  public:
   using T = typename Mo::Scalar;
-  explicit Mirror(int N) : d_(N, false) {}
+  explicit Mirror(int N, bool with_dense = false) : d_(N, false, with_dense) {}
   void upload(const BatchView<Mo>& host) override { d_.upload(host); }
   void download(const BatchView<Mo>& host) const override { d_.download_run(host); }
   void integrate(const RunSettings<T>& s, const EngineOptions& o) override {
@@ -153,7 +164,7 @@ void evaluate(const BatchView<Mo>& host, const EvalSettings<typename Mo::Scalar>
 /// download of the state and run monitors).
 template <Model Mo>
 void integrate(const BatchView<Mo>& host, const RunSettings<typename Mo::Scalar>& s, const EngineOptions& o) {
-  Mirror<Mo> d(host.N);
+  Mirror<Mo> d(host.N, host.dense != nullptr);
   d.upload(host);
   d.integrate(s, o);
   d.download(host);

@@ -11,29 +11,10 @@
 #include "ukb/kernels/lanes.hpp"
 #include "ukb/kernels/uk.hpp"
 #include "ukb/model.hpp"
+#include "ukb/kernels/stage.hpp"
 #include "ukb/settings.hpp"
 
 namespace ukb::kernels {
-
-/// Stage observer that does nothing (see rk4_step).
-struct NoStageObserver {
-  template <class T>
-  UKB_HD void operator()(const T*, const T*, T) const {}
-};
-
-/// How every evaluation of a step is done, and what it reports; V is the
-/// arithmetic type of the step (the scalar T or a pack of lanes).
-template <class T, class V = T>
-struct StageSettings {
-  T rank_rtol{};         ///< relative rank tolerance of the pseudo-inverse
-  Baumgarte<T> bg{};     ///< Baumgarte stabilisation (off by default)
-  /// if given: lowered to the smallest rank of B seen (per lane)
-  typename Lanes<V>::Int* min_rank = nullptr;
-  MaskOf<V>* inconsistent = nullptr;  ///< if given: set where an evaluation is inconsistent
-  /// if given: raised to the largest rank of B seen (per lane)
-  typename Lanes<V>::Int* max_rank = nullptr;
-  MaskOf<V>* marginal = nullptr;  ///< if given: set where a rank decision was marginal
-};
 
 /// One classical RK4 step of size h on (q, q', t), for one system or for
 /// the systems in V's lanes. On a failed stage the state is left unchanged
@@ -54,16 +35,7 @@ UKB_HD typename Lanes<V>::LaneStatus rk4_step(V* q, V* qd, V& t, std::type_ident
   const V half = V(T(0.5)) * h;
   typename Lane::LaneStatus st{};
   // Evaluates at (x, v, ts); false when no lane is left.
-  auto eval = [&](const V* x, const V* v, V ts) {
-    const typename Lane::LaneStatus s = uk_accel<Mo, V>(x, v, ts, p, ss.rank_rtol, k, ss.bg);
-    const MaskOf<V> good = Lane::ok(s) && Lane::ok(st);
-    if (ss.min_rank) Lane::lower(*ss.min_rank, good, k.rank);
-    if (ss.inconsistent) *ss.inconsistent = *ss.inconsistent || (good && k.inconsistent);
-    if (ss.max_rank) Lane::raise(*ss.max_rank, good, k.rank);
-    if (ss.marginal) *ss.marginal = *ss.marginal || (good && k.marginal);
-    Lane::merge(st, s);
-    return Lane::any(Lane::ok(st));
-  };
+  auto eval = [&](const V* x, const V* v, V ts) { return stage_eval<Mo, V>(x, v, ts, p, ss, k, st); };
   // Stage 1 at (q, q').
   if (!eval(q, qd, t)) return st;
   for (int i = 0; i < n; ++i) {

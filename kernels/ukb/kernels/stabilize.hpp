@@ -94,4 +94,26 @@ UKB_HD Status project(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename 
   return Status::ok;
 }
 
+namespace detail {
+template <Model Mo>
+UKB_NOINLINE UKB_HD Status project_call(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
+                                        const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
+                                        const Projection<typename Mo::Scalar>& pr, bool& converged) {
+  return project<Mo>(q, qd, t, p, rank_rtol, pr, converged);
+}
+}  // namespace detail
+
+/// project() as the run loop calls it: out of line in GPU device code (one
+/// copy for both methods' kernels), inlined elsewhere.
+template <Model Mo>
+UKB_HD UKB_INLINE Status project_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
+                                      const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
+                                      const Projection<typename Mo::Scalar>& pr, bool& converged) {
+#if defined(__CUDA_ARCH__)
+  return detail::project_call<Mo>(q, qd, t, p, rank_rtol, pr, converged);
+#else
+  return project<Mo>(q, qd, t, p, rank_rtol, pr, converged);
+#endif
+}
+
 }  // namespace ukb::kernels

@@ -180,4 +180,53 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   return st;
 }
 
+namespace detail {
+template <Model Mo, class V>
+UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, const V* qd, V t,
+                                                                const ParamsOf<Mo, V>& p,
+                                                                typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
+                                                                const Baumgarte<typename Mo::Scalar>& bg) {
+  return uk_accel<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
+}
+}  // namespace detail
+
+/// uk_accel as the run loop calls it (every stage, the acceleration at the
+/// start of an adaptive step, the initial step, a handler's first
+/// consultation): in GPU device code, for models with 8 coordinates or
+/// more, one out-of-line copy that every call site calls (inlined at each
+/// of them, the chains' kernels made nvcc's compile several times longer);
+/// elsewhere inlined. The same operations either way.
+template <Model Mo, class V = typename Mo::Scalar>
+UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_eval(const V* q, const V* qd, std::type_identity_t<V> t,
+                                                        const ParamsOf<Mo, V>& p, typename Mo::Scalar rank_rtol,
+                                                        Accel<Mo, V>& out,
+                                                        const Baumgarte<typename Mo::Scalar>& bg = {}) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (Mo::n >= 8) {
+    return detail::uk_accel_call<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
+  } else {
+    return uk_accel<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
+  }
+#else
+  return uk_accel<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
+#endif
+}
+
+/// uk_accel on the run loop's rare paths (the acceleration at the start of
+/// an adaptive step where the last stage does not give it, the initial
+/// step's probe, a handler's first consultation): out of line in GPU device
+/// code for every model (one copy instead of one more inlined body per
+/// path); elsewhere inlined. The same operations either way.
+template <Model Mo>
+UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
+                                      typename Mo::Scalar t, const typename Mo::Params& p,
+                                      typename Mo::Scalar rank_rtol, Accel<Mo>& out,
+                                      const Baumgarte<typename Mo::Scalar>& bg = {}) {
+#if defined(__CUDA_ARCH__)
+  return detail::uk_accel_call<Mo, typename Mo::Scalar>(q, qd, t, p, rank_rtol, out, bg);
+#else
+  return uk_accel<Mo>(q, qd, t, p, rank_rtol, out, bg);
+#endif
+}
+
 }  // namespace ukb::kernels
