@@ -193,10 +193,12 @@ struct PseudoInverse {
     return sizeof(S) >= 8 ? S(1.6e5) : S(200);
   }
 
-  /// Mixed precision: the double Gram route's L and 1 / L_ii.
+  /// Mixed precision: the double Gram route's L and 1 / L_ii. Zeroed: only
+  /// the lanes of `gram_wide` are ever read, but g++ 12 cannot see that
+  /// through the inlined route and warns (-Wmaybe-uninitialized) without it.
   struct WideGram {
-    Wide L[Rows * Rows];
-    Wide rdiag[Rows];
+    Wide L[Rows * Rows]{};
+    Wide rdiag[Rows]{};
   };
   struct NoWideGram {};
   std::conditional_t<mixed, WideGram, NoWideGram> wide;
