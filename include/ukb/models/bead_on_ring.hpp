@@ -17,7 +17,8 @@ namespace ukb::models {
 /// - q = (x, y); M = m I; Q = (0, -m g).
 /// - Constraint x^2 + y^2 = R^2, differentiated twice:
 ///   A = [x, y], b = -(x'^2 + y'^2).
-/// - Non-ideal force C = -mu |Qc_ideal| v/|v| with v = q': the friction
+/// - Non-ideal force C = -mu |Qc_ideal| v/|v| with v the sliding velocity
+///   (q' along the ring: q' less its radial part, which only drift gives): the friction
 ///   force opposes the sliding velocity and its magnitude is mu times the
 ///   normal force, which is the ideal constraint force. At rest (v = 0):
 ///   static friction -Q_t against the tangential part of Q where

@@ -83,38 +83,50 @@ UKB_HD inline bool coulomb_holds(const T* a_in, const T* Q_in, T mu) {
 }
 
 /// Coulomb friction on a point-mass model with one contact row whose b
-/// vanishes at rest (mass matrix m I): sliding (q' != 0), the force of
-/// coulomb_sliding; momentarily at rest (q' = 0), static friction against
-/// the tangential part Q_t of the impressed force: -Q_t where that is at
-/// most mu |N| (the mass stays at rest), else -mu |N| Q_t / |Q_t| (kinetic
-/// friction opposing the impending motion), N = Qc_ideal the normal force.
+/// vanishes at rest (mass matrix m I), on the sliding velocity v_t: the
+/// part of q' along the contact (q' less its component along the row's
+/// normal a; drift leaves q' slightly off the contact, and friction along
+/// the drifted q' would leave part of the tangential motion unopposed: an
+/// adaptive method then followed a spurious slide at a speed of the
+/// drift's size, for ever). Sliding (v_t != 0), the force of
+/// coulomb_sliding on v_t; momentarily at rest (v_t = 0), static friction
+/// against the tangential part Q_t of the impressed force: -Q_t where that
+/// is at most mu |N| (the mass stays at rest), else -mu |N| Q_t / |Q_t|
+/// (kinetic friction opposing the impending motion), N = Qc_ideal the
+/// normal force.
 template <class Mo, class T>
 UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename Mo::Params& p,
                                     const T* Qc_ideal, T mu, T* C) {
-  using std::sqrt;
   constexpr int n = Mo::n;
   static_assert(Mo::m == 1, "one contact row");
+  T A[n], b[1];
+  Mo::constraints(q, qd, t, p, A, b);
+  const T sa = square_safe_scale<n>(A);
+  for (int i = 0; i < n; ++i) A[i] /= sa;  // the projections are homogeneous in A
+  T aa = T(0), av = T(0);
+  for (int i = 0; i < n; ++i) {
+    aa += A[i] * A[i];
+    av += A[i] * qd[i];
+  }
+  T vt[n];
   T v2 = T(0);
-  for (int i = 0; i < n; ++i) v2 += qd[i] * qd[i];
+  for (int i = 0; i < n; ++i) {
+    vt[i] = qd[i] - av / aa * A[i];
+    v2 += vt[i] * vt[i];
+  }
   // Sliding; then, where some lane is at rest, the law at rest, each lane
   // taking its own (pick: also on packs).
   T slide[n];
-  coulomb_sliding<n>(qd, Qc_ideal, mu, slide);
+  coulomb_sliding<n>(vt, Qc_ideal, mu, slide);
   const auto sliding = v2 > T(0);
   if (all_lanes(sliding)) {
     for (int i = 0; i < n; ++i) C[i] = slide[i];
     return;
   }
-  T A[n], b[1], Q[n];
-  Mo::constraints(q, qd, t, p, A, b);
+  T Q[n];
   Mo::force(q, qd, t, p, Q);
-  const T sa = square_safe_scale<n>(A);
-  for (int i = 0; i < n; ++i) A[i] /= sa;  // the projection is homogeneous in A
-  T aa = T(0), aQ = T(0);
-  for (int i = 0; i < n; ++i) {
-    aa += A[i] * A[i];
-    aQ += A[i] * Q[i];
-  }
+  T aQ = T(0);
+  for (int i = 0; i < n; ++i) aQ += A[i] * Q[i];
   for (int i = 0; i < n; ++i) C[i] = Q[i] - aQ / aa * A[i];  // Q_t
   const T limit = mu * safe_norm<n>(Qc_ideal), qt = safe_norm<n>(C);
   const T k = pick(qt <= limit, T(-1), -limit / qt);

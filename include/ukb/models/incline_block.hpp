@@ -18,7 +18,8 @@ namespace ukb::models {
 /// - q = (x, y); M = m I; Q = (0, -m g).
 /// - Constraint x sin(alpha) + y cos(alpha) = 0, differentiated twice:
 ///   A = [sin(alpha), cos(alpha)], b = 0.
-/// - Non-ideal force C = -mu |Qc_ideal| v/|v|; at rest (v = 0) static
+/// - Non-ideal force C = -mu |Qc_ideal| v/|v|, v the sliding velocity (q'
+///   along the line: less the part across it, which only drift gives); at rest (v = 0) static
 ///   friction up to mu |Qc_ideal| against the tangential part of Q, kinetic
 ///   friction against the impending motion beyond (detail::coulomb_friction).
 /// While sliding down the line (unit direction (cos alpha, -sin alpha)), the
