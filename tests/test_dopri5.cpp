@@ -276,6 +276,35 @@ TEST(Dopri5, AStepBelowDtMinEndsThatSystemAlone) {
   }
 }
 
+TEST(Dopri5, NoStepIsLongerThanDtMaxTheLastOneIncluded) {
+  // A step that would land on t_end by growing 1 % beyond the control's
+  // choice does so only where that is within dt_max: with dt = dt_max =
+  // 0.1 and t_end = 0.1005, two steps (0.1, then 0.0005), on both backends.
+  using Mo = models::BeadOnRing<double>;
+  Batch<Mo> b(3);
+  for (int i = 0; i < 3; ++i) {
+    Mo::Params p{};
+    p.mu = 0;
+    b.set_params(i, p);
+    const double q[2] = {0, -1}, qd[2] = {0.1 * (i + 1), 0};
+    b.set_state(i, q, qd);
+  }
+  RunOptions r{.method = Method::dopri5, .dt = 0.1, .t_end = 0.1005, .events = false};
+  r.rtol = 1e-3;
+  r.atol = {1e-3};
+  r.dt_max = 0.1;
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    Batch<Mo> c = b;
+    integrate(c, be, r);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(c.status(i), Status::ok) << i;
+      EXPECT_EQ(c.t(i), 0.1005) << i;
+      EXPECT_EQ(c.steps(i), 2) << "backend " << int(be) << ", system " << i;
+      EXPECT_EQ(c.rejected(i), 0) << i;
+    }
+  }
+}
+
 TEST(Dopri5, SplittingARunIntoCallsChangesNothing) {
   // The controller's state (h_next, err_prev, ctrl) lives in the batch: a
   // run in calls of 3 steps is bitwise a run in one call, events included.

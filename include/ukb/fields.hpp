@@ -57,7 +57,7 @@
   X(Qc_nonideal,  real, vec, n,  output,  nan,  nullptr,               always,     "last evaluated non-ideal constraint force (n x N)") \
   X(lambda,       real, vec, m,  output,  nan,  nullptr,               always,     "last evaluated multipliers (m x N)") \
   X(rank,         i32,  one, 1,  output,  zero, nullptr,               always,     "last evaluated rank of B (N)") \
-  X(dense,        real, vec, dn, dense,   nan,  nullptr,               always,     "dopri5: the dense output of the last accepted step, kernels::DenseStep: r0..r4 (2n each), t0, h ((10n + 2) x N; allocated on request)")
+  X(dense,        real, vec, dn, dense,   nan,  nullptr,               always,     "dopri5: the dense output of the last accepted step, kernels::DenseStep: r0..r4 (2n each), t0, h ((10n + 2) x N; allocated on request; cpu and cuda: t0 = h = NaN, none, after a step was rejected once its event location had begun, or failed to settle)")
 // clang-format on
 
 /// The C++ type of a field's type token, for model scalar T.

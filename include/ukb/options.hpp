@@ -126,7 +126,7 @@ struct RunOptions {
   // first trial step there, 0: chosen automatically (Hairer's initial step).
   double rtol = policy::default_rtol;  ///< relative tolerance (> 0)
   /// Absolute tolerance: one value, n (q_j and q'_j alike) or 2n (q, then
-  /// q'); each >= 0, and atol + rtol |y| > 0 must hold for every component.
+  /// q'); each finite and > 0 (a component that is 0, a velocity at rest, has no other error scale).
   std::vector<double> atol = {policy::default_atol};
   double dt_min = 0;  ///< a step the error control asks for below this fails the system (failed_step_size)
   double dt_max = std::numeric_limits<double>::infinity();  ///< largest step (> 0)
@@ -192,7 +192,8 @@ inline void check(const RunOptions& r) {
       throw std::invalid_argument("ukb: atol must have 1, n or 2n values (at most " +
                                   std::to_string(policy::max_atol) + ")");
     for (double a : r.atol)
-      if (!(a >= 0) || !std::isfinite(a)) throw std::invalid_argument("ukb: every atol must be finite and >= 0");
+      if (!(a > 0) || !std::isfinite(a))
+        throw std::invalid_argument("ukb: every atol must be finite and > 0 (a component that is 0 has no other error scale)");
     if (!(r.dt_min >= 0) || !std::isfinite(r.dt_min))
       throw std::invalid_argument("ukb: dt_min must be finite and >= 0");
     if (!(r.dt_max > 0) || std::isnan(r.dt_max)) throw std::invalid_argument("ukb: dt_max must be > 0");

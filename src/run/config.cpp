@@ -421,7 +421,11 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
     c.run.atol.clear();
     auto one = [&](const toml::node& x, const std::string& key) {
       const double v = P.number(x, key);
-      if (!(v >= 0)) P.fail(&x, key, "expected an absolute tolerance >= 0, got " + Parser::fmt(v));
+      if (!(v > 0))
+        P.fail(&x, key,
+               "expected an absolute tolerance > 0 (a component that is 0, such as a velocity at rest, has no "
+               "other error scale), got " +
+                   Parser::fmt(v));
       c.run.atol.push_back(v);
     };
     if (const toml::array* arr = a->as_array()) {
@@ -438,8 +442,6 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
     } else {
       one(*a, "integrator.atol");
     }
-    for (double v : c.run.atol)
-      if (v == 0 && c.run.rtol == 0) P.fail(a, "integrator.atol", "atol and rtol are both zero");
   }
   if (const toml::node* d = adaptive_key("dt_min")) {
     c.run.dt_min = P.number(*d, "integrator.dt_min");

@@ -331,7 +331,7 @@ void integrate_adaptive(const BatchView<Mo>& v, const RunSettings<double>& s, in
     }
     hn = std::min(hn, ec.dt_max);
     double h, t1;
-    if (std::isfinite(remaining) && hn * 1.01 >= remaining) {
+    if (std::isfinite(remaining) && hn * 1.01 >= remaining && remaining <= ec.dt_max) {
       h = remaining, t1 = s.t_end;
     } else if (hn < ec.dt_min ||
                !(hn > policy::min_step_ulps * std::numeric_limits<double>::epsilon() * std::abs(x.t))) {

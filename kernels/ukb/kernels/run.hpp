@@ -590,6 +590,7 @@ struct AdaptiveRun : RunCommon<Mo> {
         // The longest clean step is not accurate enough: a shorter step
         // (the control's choice after that error) approaches the event.
         this->set(q0, qd0, t0);
+        drop_dense();  // the trials' were written: none of them is accepted
         T err_prev = f.err_prev, h_new;
         bool was_rejected = true;
         dopri5_control(bisection.lo, err_lo, err_prev, was_rejected, h_new);
@@ -705,6 +706,15 @@ struct AdaptiveRun : RunCommon<Mo> {
     V q[n], qd[n], eq[n], ev[n];
     const typename Lane::LaneStatus st =
         dopri5_step<Mo, V>(in.q, in.qd, in.t, t1, in.h, P, ss, check, k, q, qd, eq, ev);
+    if (!Lane::any(Lane::ok(st))) {
+      // Every lane failed at a stage: the step stopped there, its end state
+      // and the later stages were never written (feed reads none of them).
+      for (int l = 0; l < W; ++l)
+        if (live[l])
+          r[l].feed(s, st[l], nullptr, nullptr, T(0), false, nullptr,
+                    StepRanks{min_rank[l], max_rank[l], false, false}, nullptr);
+      return;
+    }
     check(q, qd, t1);  // and the end states (failed lanes: dropped by feed)
     T err[W];
     Lane::scatter(dopri5_error<n, V>(in.q, in.qd, q, qd, eq, ev, s.control), err);
@@ -764,7 +774,8 @@ struct AdaptiveRun : RunCommon<Mo> {
     step = step < s.control.dt_max ? step : s.control.dt_max;
     using std::abs;
     const T floor = T(policy::min_step_ulps) * std::numeric_limits<T>::epsilon() * abs(f.t);
-    if (remaining - remaining == T(0) && step * T(1.01) >= remaining) {  // the last step lands on t_end
+    if (remaining - remaining == T(0) && step * T(1.01) >= remaining && remaining <= s.control.dt_max) {
+      // the last step lands on t_end (never longer than dt_max)
       h = remaining;
       t1 = s.t_end;
     } else if (step < s.control.dt_min || !(step > floor)) {
@@ -803,6 +814,7 @@ struct AdaptiveRun : RunCommon<Mo> {
     if (ss != Status::ok) {  // keep the state before this step
       f.status = static_cast<std::int32_t>(ss);
       this->set(q0, qd0, t0);
+      drop_dense();
       return;
     }
     if (s.projection.on) k1_ok = false;
@@ -818,6 +830,15 @@ struct AdaptiveRun : RunCommon<Mo> {
       for (int y = 0; y < 2 * n; ++y) dense[soa(r * 2 * n + y, dense_i, dense_N)] = dn->r[r][y];
     dense[soa(10 * n, dense_i, dense_N)] = t0;
     dense[soa(10 * n + 1, dense_i, dense_N)] = h;
+  }
+
+  // No dense output (t0 = h = NaN): the one written was of a step that is
+  // not accepted after all (its event location's trials, or it failed to
+  // settle), and the accepted step before it has been overwritten.
+  UKB_HD void drop_dense() {
+    if (!dense) return;
+    dense[soa(10 * n, dense_i, dense_N)] = std::numeric_limits<T>::quiet_NaN();
+    dense[soa(10 * n + 1, dense_i, dense_N)] = std::numeric_limits<T>::quiet_NaN();
   }
 
   // A rejected step: the state stays, the next try has size h_new.
