@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,6 +27,8 @@
 #include "ukb/status.hpp"
 
 namespace ukb::run {
+
+struct Results;  // crosscheck.hpp
 
 /// Bad input (config file, option, output directory): the message names the
 /// file, the key and what was expected. `ukb run` exits with code 2.
@@ -159,6 +162,17 @@ struct ExecuteOptions {
   /// The cpu backend's SIMD lanes (EngineOptions::simd); false: one sample
   /// at a time. The results are the same bit for bit (tests compare them).
   bool simd = true;
+  /// Cross-check (`ukb run --crosscheck BACKEND`, crosscheck.hpp): once the
+  /// run is complete, `crosscheck_samples` of its samples (crosscheck_subset)
+  /// are integrated again on this backend and compared with the run's
+  /// results (compare_results); the report goes to crosscheck.json and
+  /// Outcome. Unset: no cross-check. It must differ from the run's backend.
+  std::optional<Backend> crosscheck = std::nullopt;
+  long crosscheck_samples = 256;  ///< K, in [1, 1e6]
+  /// For tests of the cross-check (and of a CI step that uses it): called
+  /// with the other backend's results before they are compared, to plant
+  /// an error.
+  std::function<void(Results& other)> crosscheck_tamper = {};
 };
 
 /// Counts of a finished (or interrupted) run.
@@ -173,6 +187,9 @@ struct Outcome {
   /// Medians over the successful samples of t_stop and of the natural final
   /// quantities (e.g. theta_final), where any are finite.
   std::vector<std::pair<std::string, double>> medians;
+  bool crosschecked = false;       ///< a cross-check ran (ExecuteOptions::crosscheck)
+  bool crosscheck_pass = true;     ///< ... and every column was within its tolerance
+  std::string crosscheck_verdict;  ///< its one-line verdict (CrosscheckReport::verdict)
 };
 
 /// Runs the ensemble and writes results.csv, results.npy, summary.json,

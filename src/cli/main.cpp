@@ -6,6 +6,7 @@
 //   ukb trajectory --model NAME [--param KEY=VALUE]... --q ... --qd ... --dt DT
 //             --steps K [--every J] [--t0 T] [--out FILE]
 //   ukb run CONFIG [--backend reference|cpu|cuda] [--out DIR] [--threads N] [--quiet]
+//           [--crosscheck BACKEND [--crosscheck-samples K]]
 //   ukb run [CONFIG] --resume DIR [--threads N] [--quiet]
 //
 // Exit codes: 0 success; 1 the evaluation or integration failed (status in
@@ -13,15 +14,20 @@
 // 2 bad input (message on stderr); 3 internal error; 4 an output could not be
 // written (a full disk, /dev/full, a quota: the message names the file and
 // the cause, and for `run` what was kept); 130 / 143 `run` interrupted by
-// SIGINT / SIGTERM (a checkpoint is written; --resume continues).
+// SIGINT / SIGTERM (a checkpoint is written; --resume continues); 5 `run
+// --crosscheck`: the run is complete, but its samples integrated again on
+// the other backend differ beyond the tolerances (crosscheck.json).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <optional>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -40,6 +46,7 @@
 #include "ukb/policy.hpp"
 #include "ukb/model_file.hpp"
 #include "ukb/registry.hpp"
+#include "ukb/crosscheck.hpp"
 #include "ukb/run.hpp"
 #include <signal.h>
 #include <unistd.h>
@@ -383,7 +390,7 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
 }
 
 struct RunArgs {
-  std::string config, backend, out, resume, threads;
+  std::string config, backend, out, resume, threads, crosscheck, crosscheck_samples;
   bool out_given = false;
   bool quiet = false;
 };
@@ -470,13 +477,46 @@ int cmd_run(const RunArgs& a) {
                 << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
                    "SIGINT or SIGTERM stops it with a checkpoint (ukb run --resume continues)\n";
   }
+  std::optional<ukb::Backend> cross;
+  long cross_samples = 256;
+  if (!a.crosscheck.empty()) {
+    cross = ukb::parse_backend(a.crosscheck);
+    if (!cross)
+      throw UsageError("--crosscheck: unknown backend '" + ukb::printable(a.crosscheck, 80) +
+                       "' (expected reference, cpu or cuda)");
+  }
+  if (!a.crosscheck_samples.empty()) {
+    if (!cross) throw UsageError("--crosscheck-samples: applies to --crosscheck BACKEND only");
+    const char* end = a.crosscheck_samples.data() + a.crosscheck_samples.size();
+    const auto [ptr, ec] = std::from_chars(a.crosscheck_samples.data(), end, cross_samples);
+    if (ec != std::errc() || ptr != end || cross_samples < 1 || cross_samples > 1000000)
+      throw UsageError("--crosscheck-samples: expected an integer in [1, 1000000], got '" +
+                       ukb::printable(a.crosscheck_samples, 80) + "'");
+  }
+  // UKB_CROSSCHECK_PERTURB=SAMPLE (README, "Cross-checking backends in your
+  // CI"): an error of 1e-6 planted in that sample's final positions on the
+  // other backend, to see a CI step fail as it should.
+  std::function<void(ukb::run::Results&)> tamper;
+  if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && cross) {
+    const long victim = std::atol(p);
+    tamper = [victim](ukb::run::Results& r) {
+      for (std::size_t row = 0; row < r.rows(); ++row) {
+        if (static_cast<long>(r.values[0][row]) != victim) continue;
+        for (std::size_t k = 0; k < r.names.size(); ++k)
+          if (r.names[k].rfind("q_", 0) == 0) r.values[k][row] += 1e-6 * (1 + std::abs(r.values[k][row]));
+      }
+    };
+  }
   ukb::run::Outcome o;
   try {
     o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
                               .progress = !a.quiet && isatty(STDERR_FILENO),
                               .resume = !a.resume.empty(),
                               .stop = &g_stop_signal,
-                              .after_chunk = {}});
+                              .after_chunk = {},
+                              .crosscheck = cross,
+                              .crosscheck_samples = cross_samples,
+                              .crosscheck_tamper = tamper});
   } catch (const ukb::run::ConfigError& e) {
     throw UsageError(e.what());
   } catch (const ukb::BackendUnavailable& e) {
@@ -503,8 +543,15 @@ int cmd_run(const RunArgs& a) {
   for (const auto& [name, value] : o.medians) out << "  median " << name << " = " << value << '\n';
   out << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
             << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
-            << (c.record.empty() ? "" : ", trajectories.csv") << ")\n";
+            << (c.record.empty() ? "" : ", trajectories.csv") << (o.crosschecked ? ", crosscheck.json" : "") << ")\n";
   w.finish();
+  if (o.crosschecked) {
+    std::cerr << "ukb run: " << o.crosscheck_verdict << '\n';
+    if (!o.crosscheck_pass) {
+      std::cerr << "  details in " << o.out_dir << "/crosscheck.json; exit code 5\n";
+      return 5;
+    }
+  }
   return failed > 0 ? 1 : 0;
 }
 
@@ -591,6 +638,11 @@ int ukb_cli_main(int argc, char** argv) {
   run->add_option("--out", run_args.out, "output directory (default: output.dir of the config, else ukb-run)");
   run->add_option("--threads", run_args.threads, "CPU threads (0: all cores; default: the config's)");
   run->add_flag("--quiet", run_args.quiet, "no progress line on stderr");
+  run->add_option("--crosscheck", run_args.crosscheck,
+                  "integrate some samples again on this backend (reference, cpu or cuda) and compare; "
+                  "exit code 5 where they differ beyond the tolerances (crosscheck.json)");
+  run->add_option("--crosscheck-samples", run_args.crosscheck_samples,
+                  "how many samples the cross-check integrates again (default 256)");
 
   try {
     // A first word that is not an option must name a subcommand.

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <new>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -23,6 +24,7 @@
 #include "stats.hpp"
 #include "table.hpp"
 #include "trajectories.hpp"
+#include "ukb/crosscheck.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/model_file.hpp"
 #include "ukb/run.hpp"
@@ -205,6 +207,74 @@ namespace {
 
 // The run (execute, below, adds what to do after a failure to its message).
 // `planned` becomes true when the work starts.
+// Integrates e until none of its systems is active, in calls of about 4e6
+// system-steps (so that a progress line stays lively); after each call,
+// each(system-steps of the call, systems still active).
+template <class F>
+void integrate_until_done(Ensemble& e, const RunOptions& r, const EngineOptions& eo, F&& each) {
+  const int N = e.size();
+  const long budget = std::max(16L, 4000000L / N);
+  auto steps = [&] {
+    const std::int64_t* s = e.i64(Field::steps);
+    std::int64_t sum = 0;
+    for (int k = 0; k < N; ++k) sum += s[k];
+    return sum;
+  };
+  for (;;) {
+    const std::int64_t before = steps();
+    const Tally left = e.integrate(r, budget, eo);
+    const std::int64_t after = steps();
+    each(after - before, left.active);
+    if (left.active == 0) return;
+    if (after == before)  // no system can move any more (config checks make this unreachable)
+      throw std::runtime_error("the run makes no progress (dt too small for t?)");
+  }
+}
+
+// Rows of a results table as Results: `rows` of t, for `samples`; the input
+// columns from `inputs` (the run's table, which holds every sample's draws).
+Results results_of(const Table& t, const std::vector<long>& rows, const Table& inputs, const std::vector<long>& samples) {
+  Results r;
+  for (std::size_t j = 0; j < t.cols.size(); ++j) {
+    const Column& col = t.cols[j];
+    r.names.push_back(col.name);
+    std::vector<double> v;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::size_t row = static_cast<std::size_t>(rows[k]);
+      if (col.input) v.push_back(inputs.cols[j].d[static_cast<std::size_t>(samples[k])]);
+      else if (col.integer) v.push_back(static_cast<double>(col.i[row]));
+      else v.push_back(col.d[row]);
+    }
+    r.values.push_back(std::move(v));
+  }
+  for (long row : rows) r.status.push_back(status_name(static_cast<Status>(t.status[static_cast<std::size_t>(row)])));
+  return r;
+}
+
+// The cross-check of a complete run (ExecuteOptions::crosscheck): its chosen
+// samples integrated again on the other backend (model M2) and compared.
+CrosscheckReport crosscheck_run(const Config& c, const ModelInfo& M2, const Table& table, const ExecuteOptions& o,
+                                const EngineOptions& eo) {
+  const Backend other = *o.crosscheck;
+  const std::vector<long> ids = crosscheck_subset(c, table.status, o.crosscheck_samples);
+  const int N = static_cast<int>(ids.size());
+  std::unique_ptr<Ensemble> e = M2.ensemble(N, other);
+  std::vector<double> e0(ids.size());
+  for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
+  integrate_until_done(*e, c.run, eo, [](std::int64_t, long) {});
+  Config sized = c;
+  sized.samples = N;  // the table's columns reserve room for N rows
+  Table sub = make_table(sized);
+  const Finals f(*e, sub);
+  for (int k = 0; k < N; ++k) append_row(sub, c, ids[std::size_t(k)], f, k, e0[std::size_t(k)]);
+  std::vector<long> rows(ids.size());
+  for (std::size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<long>(k);
+  Results theirs = results_of(sub, rows, table, ids);
+  if (o.crosscheck_tamper) o.crosscheck_tamper(theirs);
+  return compare_results(c, results_of(table, ids, table, ids), theirs, std::string(to_string(c.backend)),
+                         std::string(to_string(other)));
+}
+
 Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned) {
   const auto start = Clock::now();
   if (c.backend == Backend::cuda) {
@@ -212,6 +282,17 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     if (cuda::device_count(&why) == 0)
       throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why +
                         "); expected reference or cpu");
+  }
+  if (o.crosscheck) {
+    const std::string b(to_string(*o.crosscheck));
+    if (*o.crosscheck == c.backend)
+      throw ConfigError("--crosscheck: expected a backend other than the run's (" + b + ")");
+    std::string why;
+    if (*o.crosscheck == Backend::cuda && cuda::device_count(&why) == 0)
+      throw ConfigError("--crosscheck: cuda is not available here (" + why + "); expected reference or cpu");
+    if (o.crosscheck_samples < 1 || o.crosscheck_samples > 1000000)
+      throw ConfigError("--crosscheck-samples: expected an integer in [1, 1000000], got " +
+                        std::to_string(o.crosscheck_samples));
   }
   // A model file on cuda: its plugin with the cuda backend (compiled by nvcc
   // on first use), whatever variant the config was parsed with.
@@ -221,6 +302,15 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       return load_model_file(c.model_file, {.cuda = true, .progress = true});
     } catch (const ModelFileError& e) {
       throw ConfigError(c.path + ": key 'model': " + e.what());
+    }
+  }();
+  // The cross-check's model: the cuda plugin of a model file where it runs on cuda.
+  const ModelInfo& M2 = [&]() -> const ModelInfo& {
+    if (!o.crosscheck || *o.crosscheck != Backend::cuda || c.model_file.empty()) return M;
+    try {
+      return load_model_file(c.model_file, {.cuda = true, .progress = true});
+    } catch (const ModelFileError& e) {
+      throw ConfigError(std::string("--crosscheck cuda: the config's key 'model': ") + e.what());
     }
   }();
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
@@ -317,21 +407,10 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     if (N > 0) {
       if (!e || e->size() != N) e = M.ensemble(N, c.backend);
       for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
-      // Budgets of about 4e6 system-steps per call keep the progress line lively.
-      const long budget = std::max(16L, 4000000L / N);
-      for (;;) {
-        const std::int64_t* s0 = e->i64(Field::steps);
-        std::int64_t before = 0, after = 0;
-        for (int k = 0; k < N; ++k) before += s0[k];
-        const Tally left = e->integrate(c.run, budget, eo);
-        const std::int64_t* s1 = e->i64(Field::steps);
-        for (int k = 0; k < N; ++k) after += s1[k];
-        system_steps += static_cast<double>(after - before);
-        progress.update(done + count - left.active, system_steps);
-        if (left.active == 0) break;
-        if (after == before)  // no system can move any more (config checks make this unreachable)
-          throw std::runtime_error("the run makes no progress (dt too small for t?)");
-      }
+      integrate_until_done(*e, c.run, eo, [&](std::int64_t steps, long active) {
+        system_steps += static_cast<double>(steps);
+        progress.update(done + count - active, system_steps);
+      });
     }
     const Finals finals = N > 0 ? Finals(*e, table) : Finals(*recorded, table);
     for (long s = first, k = 0; s < first + count; ++s) {
@@ -369,6 +448,13 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   // The results in a checkpoint first: a failure while the outputs are
   // written (a full disk) then loses nothing (--resume writes them).
   if (!resumed_complete) save();
+  std::optional<CrosscheckReport> cross;
+  if (o.crosscheck) {
+    cross = crosscheck_run(c, M2, table, o, eo);
+    AtomicFile& f = out.open("crosscheck.json");
+    f.stream() << cross->to_json();
+    f.close();
+  }
   if (c.write_csv) {
     AtomicFile& f = out.open("results.csv");
     write_csv(f.stream(), table);
@@ -400,12 +486,19 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r["status_counts"] = sum["status_counts"];
     r["wall_seconds"] = result.wall_s;
     r["system_steps"] = system_steps;
+    if (cross)
+      r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
     AtomicFile& f = out.open("run.json");
     f.stream() << r.dump(2) << '\n';
     f.close();
   }
   out.commit();
   result.out_dir = dir;
+  if (cross) {
+    result.crosschecked = true;
+    result.crosscheck_pass = cross->pass;
+    result.crosscheck_verdict = cross->verdict;
+  }
   return result;
 }
 

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 std::string g17(double v);
 
 /// The files a run writes (each only when asked for).
-inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv",
+inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv", "crosscheck.json",
                                                "run.json"};
 
 /// A write error after the run's outputs are in place (nothing to resume).
