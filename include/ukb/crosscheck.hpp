@@ -38,16 +38,18 @@ Results read_results(const std::string& csv_path);
 
 /// How a column is compared (README, "Cross-checking backends in your CI").
 enum class CrossRule {
-  exact,    ///< sample, the inputs, status, counters: equal
-  steps,    ///< dopri5's steps, rejected, rhs_evals: |a - b| <= 2 + 1 % of max(a, b)
-  time,     ///< t_final, t_stop: |a - b| <= 2 event_tol + tau (1 + |b|)
+  exact,    ///< sample, the inputs, status, RK4's counters: equal
+  one,      ///< RK4's projection_failures: |a - b| <= 1 (a threshold decision on differently rounded corrections)
+  steps,    ///< dopri5's counters (steps, rejected, rhs_evals, rank_*, ...): |a - b| <= 2 + 1 % of max(a, b)
+  time,     ///< t_final, t_stop: |a - b| <= 2 event_tol + tau (1 + |b|) (|b| = 0 where not finite)
   state,    ///< every other real: |a - b| <= tau (1 + max |b| over the compared samples)
 };
 
 /// The state tolerance tau of a config: RK4 1e-9 (both backends take the
 /// same steps; their results differ by rounding, amplified along the
-/// trajectory); dopri5 max(1e-9, 100 rtol) (each backend's error control
-/// takes steps of its own, so the two differ by their global errors).
+/// trajectory); dopri5 max(1e-9, 100 rtol, 100 atol) (each backend's error
+/// control takes steps of its own, so the two differ by their global
+/// errors).
 double crosscheck_tau(const Config& c);
 
 /// The rule for a column of a run of c.
@@ -91,17 +93,22 @@ struct CrosscheckReport {
 /// Compares results a and b of the same samples of a run of c (rows matched
 /// by the `sample` column; every sample of b must be in a): every column of
 /// b by crosscheck_rule. Samples whose statuses differ fail the `status`
-/// column and are left out of the others. Throws ConfigError where the
-/// tables do not have the same columns.
+/// column and are left out of the others; so are, with dopri5, samples
+/// that stopped early (max_steps, failed_*: each backend stops at its own
+/// time). A value that is not finite on one side only is out of any
+/// tolerance; NaN equals NaN. Throws ConfigError where the tables do not
+/// have the same columns.
 CrosscheckReport compare_results(const Config& c, const Results& a, const Results& b,
                                  const std::string& backend_a = "a", const std::string& backend_b = "b");
 
 /// The samples a cross-check of K samples integrates again, in sample
 /// order: a function of the seed, the sweep and the statuses only. All
 /// samples where there are at most K; else round by round one sample from
-/// each point of the sweep (so that every point is covered where there are
-/// at most K points), the statuses of each point taken in turn, a sample
-/// of a status chosen by a hash of (seed, sample).
+/// each point of the sweep (every point where there are at most K points;
+/// else K points chosen by a hash of (seed, point)), the statuses found at
+/// a point taken in turn from one chosen by that hash, the samples of a
+/// status in the order of a hash of (seed, sample). Memory: about K times
+/// the number of distinct statuses entries, whatever the sample count.
 std::vector<long> crosscheck_subset(const Config& c, const std::vector<std::int32_t>& status, long K);
 
 }  // namespace ukb::run

@@ -498,7 +498,11 @@ int cmd_run(const RunArgs& a) {
   // other backend, to see a CI step fail as it should.
   std::function<void(ukb::run::Results&)> tamper;
   if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && cross) {
-    const long victim = std::atol(p);
+    long victim = -1;
+    const char* end = p + std::strlen(p);
+    const auto [ptr, ec] = std::from_chars(p, end, victim);
+    if (ec != std::errc() || ptr != end || victim < 0)
+      throw UsageError("UKB_CROSSCHECK_PERTURB: expected a sample index >= 0, got '" + ukb::printable(p, 80) + "'");
     tamper = [victim](ukb::run::Results& r) {
       for (std::size_t row = 0; row < r.rows(); ++row) {
         if (static_cast<long>(r.values[0][row]) != victim) continue;

@@ -50,6 +50,7 @@ bool is_counter(const std::string& name) {
 const char* rule_name(CrossRule r) {
   switch (r) {
     case CrossRule::exact: return "exact";
+    case CrossRule::one: return "within_one";
     case CrossRule::steps: return "steps";
     case CrossRule::time: return "time";
     case CrossRule::state: return "state";
@@ -102,16 +103,20 @@ Results read_results(const std::string& csv_path) {
 }
 
 double crosscheck_tau(const Config& c) {
-  return c.run.method == Method::dopri5 ? std::max(1e-9, 100 * c.run.rtol) : 1e-9;
+  if (c.run.method != Method::dopri5) return 1e-9;
+  double tol = std::max(1e-9, 100 * c.run.rtol);
+  for (double a : c.run.atol) tol = std::max(tol, 100 * a);
+  return tol;
 }
 
 CrossRule crosscheck_rule(const Config& c, const std::string& column) {
   if (column == "sample" || column == "status") return CrossRule::exact;
   for (const Input* in : c.inputs())
     if (in->name == column) return CrossRule::exact;
-  if (c.run.method == Method::dopri5 && (column == "steps" || column == "rejected" || column == "rhs_evals"))
-    return CrossRule::steps;
-  if (is_counter(column)) return CrossRule::exact;
+  if (is_counter(column)) {
+    if (c.run.method == Method::dopri5) return column == "events" ? CrossRule::exact : CrossRule::steps;
+    return column == "projection_failures" ? CrossRule::one : CrossRule::exact;
+  }
   if (column == "t_final" || column == "t_stop") return CrossRule::time;
   return CrossRule::state;
 }
@@ -156,13 +161,17 @@ CrosscheckReport compare_results(const Config& c, const Results& a, const Result
     std::stable_sort(worst.begin(), worst.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     if (worst.size() > 3) worst.pop_back();
   };
-  std::vector<bool> same_status(b.rows());
+  // Samples whose other columns are compared: the same status on both
+  // sides and, with dopri5, one that ended where both backends end alike.
+  std::vector<bool> same_status(b.rows()), comparable(b.rows());
   {
     CrossColumn col;
     col.name = "status";
     std::vector<std::pair<double, CrossOffender>> worst;
     for (std::size_t r = 0; r < b.rows(); ++r) {
       same_status[r] = a.status[ra[r]] == b.status[r];
+      comparable[r] = same_status[r] && (c.run.method != Method::dopri5 || b.status[r] == "finished" ||
+                                         b.status[r] == "at_rest");
       if (same_status[r]) continue;
       ++col.failures;
       col.worst = col.max_abs = col.max_rel = std::numeric_limits<double>::infinity();
@@ -180,17 +189,18 @@ CrosscheckReport compare_results(const Config& c, const Results& a, const Result
     const std::vector<double>& y = b.values[k];
     double scale = 0;  // state: max |b| over the compared samples
     for (std::size_t r = 0; r < b.rows(); ++r)
-      if (same_status[r] && std::isfinite(y[r])) scale = std::max(scale, std::abs(y[r]));
+      if (comparable[r] && std::isfinite(y[r])) scale = std::max(scale, std::abs(y[r]));
     std::vector<std::pair<double, CrossOffender>> worst;
     for (std::size_t r = 0; r < b.rows(); ++r) {
-      // Different outcomes: only the sample and its inputs are comparable.
-      if (!same_status[r] && (col.rule != CrossRule::exact || is_counter(col.name))) continue;
+      // Different outcomes (or dopri5 stopping early): only the sample and its inputs are comparable.
+      if (!comparable[r] && (col.rule != CrossRule::exact || is_counter(col.name))) continue;
       const double u = x[ra[r]], v = y[r];
       double tol = 0;
       switch (col.rule) {
         case CrossRule::exact: tol = 0; break;
+        case CrossRule::one: tol = 1; break;
         case CrossRule::steps: tol = 2 + 0.01 * std::max(std::abs(u), std::abs(v)); break;
-        case CrossRule::time: tol = 2 * c.run.event_tol + rep.tau * (1 + std::abs(v)); break;
+        case CrossRule::time: tol = 2 * c.run.event_tol + rep.tau * (1 + (std::isfinite(v) ? std::abs(v) : 0)); break;
         case CrossRule::state: tol = rep.tau * (1 + scale); break;
       }
       double d;
@@ -299,42 +309,64 @@ std::vector<long> crosscheck_subset(const Config& c, const std::vector<std::int3
   long P = 1;  // points of the sweep
   for (const Input* x : c.inputs())
     if (x->dist.is_axis()) P *= x->dist.axis_size();
-  const long points = std::min(P, S);
-  // Each point takes at most `need` samples: keep, per (point, status), the
-  // `need` samples of smallest hash (a bounded max-heap each).
-  const long need = (K + points - 1) / points;
+  P = std::min(P, S);  // sample i is at point i mod P
+  constexpr std::uint32_t point_stream = 0x504e5453u, sample_stream = 0x43524f53u;  // "PNTS", "CROS"
+  auto point_hash = [&](long p) { return uniform01(c.seed, static_cast<std::uint64_t>(p), point_stream, 0, 0); };
+  // The points that take part: all where there are at most K, else the K
+  // of smallest hash (a bounded max-heap).
+  std::unordered_map<long, std::size_t> chosen;  // point -> its index in `points`
+  std::vector<long> points;
+  if (P <= K) {
+    for (long p = 0; p < P; ++p) chosen[p] = points.size(), points.push_back(p);
+  } else {
+    std::priority_queue<std::pair<double, long>> h;
+    for (long p = 0; p < P; ++p) {
+      const std::pair<double, long> e{point_hash(p), p};
+      if (static_cast<long>(h.size()) < K) h.push(e);
+      else if (e < h.top()) h.pop(), h.push(e);
+    }
+    while (!h.empty()) points.push_back(h.top().second), h.pop();
+    std::sort(points.begin(), points.end());
+    for (std::size_t k = 0; k < points.size(); ++k) chosen[points[k]] = k;
+  }
+  // Per chosen point and status, the `need` samples of smallest hash.
+  const long need = (K + static_cast<long>(points.size()) - 1) / static_cast<long>(points.size());
   using Entry = std::pair<double, long>;  // (hash, sample)
-  std::map<std::pair<long, std::int32_t>, std::priority_queue<Entry>> groups;
+  std::vector<std::map<std::int32_t, std::priority_queue<Entry>>> groups(points.size());
   for (long i = 0; i < S; ++i) {
+    const auto it = chosen.find(i % P);
+    if (it == chosen.end()) continue;
     const std::int32_t st = i < static_cast<long>(status.size()) ? status[static_cast<std::size_t>(i)] : 0;
-    auto& h = groups[{i % P, st}];
-    const Entry e{uniform01(c.seed, static_cast<std::uint64_t>(i), 0x43524f53u /* "CROS" */, 0, 0), i};
+    auto& h = groups[it->second][st];
+    const Entry e{uniform01(c.seed, static_cast<std::uint64_t>(i), sample_stream, 0, 0), i};
     if (static_cast<long>(h.size()) < need) h.push(e);
     else if (e < h.top()) h.pop(), h.push(e);
   }
-  // Per point: its statuses taken in turn, each status' samples by hash.
-  std::map<long, std::vector<std::vector<long>>> by_point;
-  for (auto& [key, h] : groups) {
-    std::vector<Entry> v;
-    while (!h.empty()) v.push_back(h.top()), h.pop();
-    std::sort(v.begin(), v.end());
-    std::vector<long> s;
-    for (const Entry& e : v) s.push_back(e.second);
-    by_point[key.first].push_back(std::move(s));
-  }
-  std::map<long, std::vector<long>> order;
-  for (auto& [p, lists] : by_point) {
-    std::vector<long>& o = order[p];
+  // Per point: its statuses in turn, from one chosen by the point's hash.
+  std::vector<std::vector<long>> order(points.size());
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    std::vector<std::vector<long>> lists;
+    for (auto& [st, h] : groups[k]) {
+      std::vector<Entry> v;
+      while (!h.empty()) v.push_back(h.top()), h.pop();
+      std::sort(v.begin(), v.end());
+      lists.emplace_back();
+      for (const Entry& e : v) lists.back().push_back(e.second);
+    }
+    if (lists.empty()) continue;
+    const std::size_t first = static_cast<std::size_t>(point_hash(points[k]) * static_cast<double>(lists.size()));
+    std::rotate(lists.begin(), lists.begin() + static_cast<std::ptrdiff_t>(std::min(first, lists.size() - 1)),
+                lists.end());
     for (std::size_t r = 0;; ++r) {
       bool any = false;
       for (const auto& l : lists)
-        if (r < l.size()) o.push_back(l[r]), any = true;
+        if (r < l.size()) order[k].push_back(l[r]), any = true;
       if (!any) break;
     }
   }
   for (std::size_t r = 0; static_cast<long>(out.size()) < K; ++r) {
     bool any = false;
-    for (auto& [p, o] : order) {
+    for (const std::vector<long>& o : order) {
       if (r >= o.size()) continue;
       any = true;
       out.push_back(o[r]);

@@ -313,6 +313,13 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       throw ConfigError(std::string("--crosscheck cuda: the config's key 'model': ") + e.what());
     }
   }();
+  if (o.crosscheck) {  // the other backend can run this model: found now, not after the run
+    try {
+      (void)M2.ensemble(1, *o.crosscheck);
+    } catch (const std::exception& e) {
+      throw ConfigError("--crosscheck " + std::string(to_string(*o.crosscheck)) + ": " + e.what());
+    }
+  }
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
   Table table = make_table(c);
@@ -450,7 +457,17 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   if (!resumed_complete) save();
   std::optional<CrosscheckReport> cross;
   if (o.crosscheck) {
-    cross = crosscheck_run(c, M2, table, o, eo);
+    // Whatever goes wrong in the cross-check, the run's own outputs follow.
+    try {
+      cross = crosscheck_run(c, M2, table, o, eo);
+    } catch (const std::exception& why) {
+      cross.emplace();
+      cross->backend_a = to_string(c.backend);
+      cross->backend_b = to_string(*o.crosscheck);
+      cross->pass = false;
+      cross->verdict = "crosscheck " + cross->backend_a + " against " + cross->backend_b +
+                       " could not run: " + why.what() + " (the run's own outputs are complete)";
+    }
     AtomicFile& f = out.open("crosscheck.json");
     f.stream() << cross->to_json();
     f.close();
