@@ -155,7 +155,9 @@ TEST(Simd, AdaptiveStepsInLanesAreBitwiseOneSystemAtATime) {
   });
   // (Under the sanitizers, with fewer models, none of them reaches the
   // limit with adaptive steps; the RK4 test above stops systems there.)
-  if (!sanitized) EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
+  if (!sanitized) {
+    EXPECT_GT(residual_stops, 0) << "guard: the residual limit stopped systems in their packs";
+  }
 }
 
 TEST(Simd, AdaptiveStepsLocateStickSlipEventsInLanesAsOneSystemAtATime) {
