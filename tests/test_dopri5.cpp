@@ -241,21 +241,27 @@ TEST(Dopri5, RingRestsWhereRk4AtASmallStepSaysOnEveryBackend) {
   EXPECT_GT(rest, N / 2) << "guard: beads came to rest";
 }
 
+// Beads at the bottom of a frictionless ring, moving along it at speeds w.
+Batch<models::BeadOnRing<double>> beads_at_the_bottom(const std::vector<double>& w) {
+  using Mo = models::BeadOnRing<double>;
+  Batch<Mo> b(static_cast<int>(w.size()));
+  for (int i = 0; i < b.size(); ++i) {
+    Mo::Params p{};
+    p.mu = 0;
+    b.set_params(i, p);
+    const double q[2] = {0, -1}, qd[2] = {w[static_cast<std::size_t>(i)], 0};
+    b.set_state(i, q, qd);
+  }
+  return b;
+}
+
 TEST(Dopri5, AStepBelowDtMinEndsThatSystemAlone) {
   // Six beads at the bottom of a frictionless ring, two of them spinning at
   // 3000 rad/s: with rtol = 1e-4 those need steps near 5e-5 < dt_min =
   // 1e-3 and end with failed_step_size at their last good state; the others
   // (1 rad/s) finish.
   using Mo = models::BeadOnRing<double>;
-  Batch<Mo> b(6);
-  for (int i = 0; i < 6; ++i) {
-    Mo::Params p{};
-    p.mu = 0;
-    b.set_params(i, p);
-    const double w = i == 1 || i == 4 ? 3000 : 1;
-    const double q[2] = {0, -1}, qd[2] = {w, 0};
-    b.set_state(i, q, qd);
-  }
+  const Batch<Mo> b = beads_at_the_bottom({1, 3000, 1, 1, 3000, 1});
   RunOptions r{.method = Method::dopri5, .dt = 0, .t_end = 0.5, .events = false};
   r.rtol = 1e-4;
   r.atol = {1e-6};
@@ -281,14 +287,7 @@ TEST(Dopri5, NoStepIsLongerThanDtMaxTheLastOneIncluded) {
   // choice does so only where that is within dt_max: with dt = dt_max =
   // 0.1 and t_end = 0.1005, two steps (0.1, then 0.0005), on both backends.
   using Mo = models::BeadOnRing<double>;
-  Batch<Mo> b(3);
-  for (int i = 0; i < 3; ++i) {
-    Mo::Params p{};
-    p.mu = 0;
-    b.set_params(i, p);
-    const double q[2] = {0, -1}, qd[2] = {0.1 * (i + 1), 0};
-    b.set_state(i, q, qd);
-  }
+  const Batch<Mo> b = beads_at_the_bottom({0.1, 0.2, 0.3});
   RunOptions r{.method = Method::dopri5, .dt = 0.1, .t_end = 0.1005, .events = false};
   r.rtol = 1e-3;
   r.atol = {1e-3};

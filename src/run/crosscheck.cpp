@@ -163,16 +163,15 @@ CrosscheckReport compare_results(const Config& c, const Results& a, const Result
   };
   // Samples whose other columns are compared: the same status on both
   // sides and, with dopri5, one that ended where both backends end alike.
-  std::vector<bool> same_status(b.rows()), comparable(b.rows());
+  std::vector<bool> comparable(b.rows());
   {
     CrossColumn col;
     col.name = "status";
     std::vector<std::pair<double, CrossOffender>> worst;
     for (std::size_t r = 0; r < b.rows(); ++r) {
-      same_status[r] = a.status[ra[r]] == b.status[r];
-      comparable[r] = same_status[r] && (c.run.method != Method::dopri5 || b.status[r] == "finished" ||
-                                         b.status[r] == "at_rest");
-      if (same_status[r]) continue;
+      const bool same = a.status[ra[r]] == b.status[r];
+      comparable[r] = same && (c.run.method != Method::dopri5 || b.status[r] == "finished" || b.status[r] == "at_rest");
+      if (same) continue;
       ++col.failures;
       col.worst = col.max_abs = col.max_rel = std::numeric_limits<double>::infinity();
       if (worst.size() < 3) keep(worst, 1, offender(r, 0, 0, 0));
