@@ -6,7 +6,7 @@
 #                 -Wuninitialized / -Wmaybe-uninitialized, which g++ 12.2
 #                 cannot keep on with AVX-512's own headers); every test;
 #  2. the package installed from build/, and examples/custom_model built and
-#     run against it; the model file examples/models/rotating_hoop.hpp run by
+#     run against it, and the installed Python module run; the model file examples/models/rotating_hoop.hpp run by
 #     the installed `ukb run` (a plugin compiled from the installed headers)
 #     gives results.csv bitwise equal to the same model compiled into
 #     custom_model (ukb::run::load_config<Model>), on cpu and reference;
@@ -83,6 +83,18 @@ for be in cpu reference; do
   cmp build/custom_model/compiled-in-$be/results.csv build/custom_model/model-file-$be/results.csv
   echo "== ukb: $be: results.csv of the model file (installed ukb run) and of the compiled-in model are the same bits"
 done
+# The installed Python package: the same model file through ukb.run gives
+# the installed `ukb run`'s results.csv (its plugin found in the cache).
+pysite=$(ls -d "$PWD"/build/install/lib/python3*/*-packages 2>/dev/null | head -n 1)
+if [ -n "$pysite" ]; then
+  UKB_CACHE_DIR="$PWD/build/model-cache-install" PYTHONPATH="$pysite" /usr/bin/python3 - <<'PY'
+import filecmp, os, ukb
+assert ukb.__file__.startswith(os.environ["PYTHONPATH"]), ukb.__file__
+ukb.run("examples/models/rotating_hoop.toml", out="build/custom_model/python-cpu", backend="cpu", progress=False)
+assert filecmp.cmp("build/custom_model/python-cpu/results.csv", "build/custom_model/model-file-cpu/results.csv", shallow=False)
+print("== ukb: the installed Python package (" + os.path.dirname(ukb.__file__) + ") gives the same results.csv")
+PY
+fi
 
 stamp "clang build with ASan+UBSan and the fuzz targets (build-san/)"
 # -O1 with line tables only: half the compile time of -O2 -g, with stack

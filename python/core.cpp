@@ -1,0 +1,509 @@
+// The C++ side of the Python module `ukb` (python/ukb/__init__.py is the
+// public API; its docstrings and the README's "Python" section document it).
+// This file converts between numpy and the library's type-erased entry
+// points (registry.hpp, run.hpp); the argument checks a user sees with a
+// useful message are in __init__.py, the ones here guard the C++ side.
+//
+// Outputs are numpy arrays over memory this module hands to Python: an
+// ensemble's fields (structure of arrays: q of N systems is n rows of N, so
+// the (N, n) array has strides (8, 8 N)) and the recorded trajectories, each
+// owned by a capsule that is the arrays' base, so nothing is copied.
+// The GIL is released while a backend works; between calls (and after every
+// chunk of `run`) Python's signal handlers run, so Ctrl-C stops the work.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ukb/crosscheck.hpp"
+#include "ukb/model_file.hpp"
+#include "ukb/registry.hpp"
+#include "ukb/run.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using ukb::Field;
+using ukb::ModelInfo;
+
+// A numpy array over `data`, kept alive by `owner` (a capsule).
+template <class T>
+py::array view(const T* data, std::vector<py::ssize_t> shape, std::vector<py::ssize_t> strides, py::handle owner) {
+  for (auto& s : strides) s *= static_cast<py::ssize_t>(sizeof(T));
+  return py::array_t<T>(shape, strides, data, owner);
+}
+
+// A capsule that owns a heap object of type T.
+template <class T>
+py::capsule owner_of(std::shared_ptr<T> p) {
+  auto* keep = new std::shared_ptr<T>(std::move(p));
+  return py::capsule(keep, [](void* v) { delete static_cast<std::shared_ptr<T>*>(v); });
+}
+
+ukb::Backend backend_of(const std::string& s) {
+  if (auto b = ukb::parse_backend(s)) return *b;
+  throw std::invalid_argument("backend: expected 'reference', 'cpu' or 'cuda', got '" + s + "'");
+}
+
+py::dict param_dict(const ukb::ParamInfo& p) {
+  py::dict d;
+  d["name"] = p.name;
+  d["default"] = p.default_value;
+  d["range"] = p.range();
+  d["description"] = p.description;
+  d["lower"] = p.lower;  // admissible: above lower (or equal where lower_inclusive), or one of choices
+  d["lower_inclusive"] = p.lower_inclusive;
+  d["choices"] = p.choices;
+  return d;
+}
+
+// A row-major (N, k) float64 array (the Python side converts inputs to one).
+const double* rows_of(const py::array_t<double, py::array::c_style>& a, py::ssize_t N, py::ssize_t k,
+                      const char* what) {
+  if (a.ndim() != 2 || a.shape(0) != N || a.shape(1) != k)
+    throw std::invalid_argument(std::string(what) + ": expected shape (" + std::to_string(N) + ", " +
+                                std::to_string(k) + ")");
+  return a.data();
+}
+
+// ---------------------------------------------------------------- evaluate
+
+py::dict evaluate(const ModelInfo& M, const std::string& backend, const std::vector<double>& params,
+                  const std::vector<double>& q, const std::vector<double>& qd, double t, double rank_rtol) {
+  if (params.size() != M.params.size() || q.size() != std::size_t(M.n) || qd.size() != std::size_t(M.n))
+    throw std::invalid_argument("evaluate: wrong number of values for '" + M.name + "'");
+  const ukb::Backend be = backend_of(backend);
+  ukb::Evaluation r;
+  {
+    py::gil_scoped_release nogil;
+    r = M.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);
+  }
+  auto arr = [](std::vector<double>& v) {
+    auto keep = std::make_shared<std::vector<double>>(std::move(v));
+    return view(keep->data(), {py::ssize_t(keep->size())}, {1}, owner_of(keep));
+  };
+  py::dict d;
+  d["qdd"] = arr(r.qdd);
+  d["Qc_ideal"] = arr(r.Qc_ideal);
+  d["Qc_nonideal"] = arr(r.Qc_nonideal);
+  d["lambda"] = arr(r.lambda);
+  d["rank"] = r.rank;
+  d["status"] = std::string(ukb::to_string(r.status));
+  d["constraint_residual"] = r.constraint_residual;
+  d["inconsistent"] = r.inconsistent;
+  return d;
+}
+
+// ---------------------------------------------------------------- initial states
+
+// The consistent states of N sets of natural quantities: q and qd (N, n),
+// and whether each exists.
+py::tuple initial_states(const ModelInfo& M, const py::array_t<double, py::array::c_style>& params,
+                         const py::array_t<double, py::array::c_style>& ic) {
+  if (!M.initial_state) throw std::invalid_argument("'" + M.name + "' has no natural initial quantities");
+  const py::ssize_t N = ic.ndim() == 2 ? ic.shape(0) : 0;
+  const py::ssize_t np_ = py::ssize_t(M.params.size()), k = py::ssize_t(M.initial_names.size()), n = M.n;
+  const double* P = rows_of(params, N, np_, "params");
+  const double* I = rows_of(ic, N, k, "initial quantities");
+  py::array_t<double> q({N, n}), qd({N, n});
+  py::array_t<bool> ok(N);
+  double* Q = q.mutable_data();
+  double* QD = qd.mutable_data();
+  bool* OK = ok.mutable_data();
+  for (py::ssize_t i = 0; i < N; ++i)
+    OK[i] = M.initial_state(std::span<const double>(P + i * np_, std::size_t(np_)), I + i * k, Q + i * n, QD + i * n);
+  return py::make_tuple(q, qd, ok);
+}
+
+// Position- and velocity-level constraint residuals of N states.
+py::tuple residuals(const ModelInfo& M, const py::array_t<double, py::array::c_style>& params,
+                    const py::array_t<double, py::array::c_style>& q, const py::array_t<double, py::array::c_style>& qd,
+                    double t) {
+  const py::ssize_t N = q.ndim() == 2 ? q.shape(0) : 0, n = M.n, np_ = py::ssize_t(M.params.size());
+  const double* P = rows_of(params, N, np_, "params");
+  const double* Q = rows_of(q, N, n, "q");
+  const double* QD = rows_of(qd, N, n, "qd");
+  py::array_t<double> pos(N), vel(N);
+  double* a = pos.mutable_data();
+  double* b = vel.mutable_data();
+  for (py::ssize_t i = 0; i < N; ++i)
+    M.residual(std::span<const double>(P + i * np_, std::size_t(np_)), Q + i * n, QD + i * n, t, a[i], b[i]);
+  return py::make_tuple(pos, vel);
+}
+
+// ---------------------------------------------------------------- simulate
+
+ukb::RunOptions run_options(const py::dict& o) {
+  ukb::RunOptions r;
+  for (auto [key, value] : o) {
+    const std::string k = py::cast<std::string>(key);
+    if (k == "method") {
+      const std::string m = py::cast<std::string>(value);
+      auto parsed = ukb::parse_method(m);
+      if (!parsed) throw std::invalid_argument("method: expected 'rk4' or 'dopri5', got '" + m + "'");
+      r.method = *parsed;
+    } else if (k == "dt") r.dt = py::cast<double>(value);
+    else if (k == "t_end") r.t_end = py::cast<double>(value);
+    else if (k == "max_steps") r.max_steps = py::cast<long>(value);
+    else if (k == "event_tol") r.event_tol = py::cast<double>(value);
+    else if (k == "events") r.events = py::cast<bool>(value);
+    else if (k == "monitor") r.monitor = py::cast<bool>(value);
+    else if (k == "stabilization") {
+      const std::string s = py::cast<std::string>(value);
+      auto parsed = ukb::parse_stabilization(s);
+      if (!parsed) throw std::invalid_argument("stabilization: expected None, 'baumgarte' or 'projection', got '" + s + "'");
+      r.stabilization = *parsed;
+    } else if (k == "baumgarte_alpha") r.baumgarte_alpha = py::cast<double>(value);
+    else if (k == "baumgarte_beta") r.baumgarte_beta = py::cast<double>(value);
+    else if (k == "baumgarte_gamma") r.baumgarte_gamma = py::cast<double>(value);
+    else if (k == "projection_tol") r.projection_tol = py::cast<double>(value);
+    else if (k == "projection_iters") r.projection_iters = py::cast<int>(value);
+    else if (k == "rank_rtol") r.rank_rtol = py::cast<double>(value);
+    else if (k == "residual_limit") r.residual_limit = py::cast<double>(value);
+    else if (k == "expected_rank") r.expected_rank = py::cast<int>(value);
+    else if (k == "rtol") r.rtol = py::cast<double>(value);
+    else if (k == "atol") r.atol = py::cast<std::vector<double>>(value);
+    else if (k == "dt_min") r.dt_min = py::cast<double>(value);
+    else if (k == "dt_max") r.dt_max = py::cast<double>(value);
+    else throw std::invalid_argument("unknown integrator option '" + k + "'");
+  }
+  ukb::check(r);
+  return r;
+}
+
+py::dict simulate(const ModelInfo& M, const std::string& backend, const py::array_t<double, py::array::c_style>& params,
+                  const py::array_t<double, py::array::c_style>& q0, const py::array_t<double, py::array::c_style>& qd0,
+                  double t0, const py::dict& options, int threads, int chunk, bool simd, long record_every) {
+  const py::ssize_t N = q0.ndim() == 2 ? q0.shape(0) : -1, n = M.n, np_ = py::ssize_t(M.params.size());
+  if (N < 1 || N > std::numeric_limits<int>::max()) throw std::invalid_argument("q0: expected 1 to 2^31 - 1 systems");
+  const double* P = rows_of(params, N, np_, "params");
+  const double* Q = rows_of(q0, N, n, "q0");
+  const double* QD = rows_of(qd0, N, n, "qd0");
+  const ukb::RunOptions r = run_options(options);
+  ukb::EngineOptions eo;
+  eo.threads = threads;
+  eo.chunk = chunk;
+  eo.simd = simd;
+  ukb::check(eo);
+  if (record_every < 0) throw std::invalid_argument("record_every: expected an integer >= 1");
+
+  std::shared_ptr<ukb::Ensemble> e = M.ensemble(static_cast<int>(N), backend_of(backend));
+  std::vector<double> e0(static_cast<std::size_t>(N));
+  for (py::ssize_t i = 0; i < N; ++i) {
+    const std::span<const double> p(P + i * np_, std::size_t(np_));
+    e->set(static_cast<int>(i), p, Q + i * n, QD + i * n, t0);
+    e0[std::size_t(i)] = M.energy(p, Q + i * n, QD + i * n, t0);
+  }
+
+  // Trajectories: rows of [q (n x N), qd (n x N), t (N)], row k after k
+  // calls of record_every steps; a system that had stopped before a call
+  // has NaN in that call's row.
+  const std::size_t row = std::size_t((2 * n + 1) * N);
+  auto traj = std::make_shared<std::vector<double>>();
+  auto record = [&](const std::vector<char>* moved) {
+    const std::size_t base = traj->size();
+    traj->resize(base + row, std::numeric_limits<double>::quiet_NaN());
+    const double* q = e->real(Field::q);
+    const double* qd = e->real(Field::qd);
+    const double* t = e->real(Field::t);
+    double* out = traj->data() + base;
+    for (py::ssize_t i = 0; i < N; ++i) {
+      if (moved && !(*moved)[std::size_t(i)]) continue;
+      for (py::ssize_t j = 0; j < n; ++j) {
+        out[j * N + i] = q[j * N + i];
+        out[(n + j) * N + i] = qd[j * N + i];
+      }
+      out[2 * n * N + i] = t[i];
+    }
+  };
+  const bool adaptive = r.method == ukb::Method::dopri5;
+  // Which systems a call moved: their step count (dopri5: also the count of
+  // rejected steps) or their status changed.
+  // (The count of rejected steps is allocated by the first dopri5 call,
+  // zero before.)
+  std::vector<std::int64_t> mark(static_cast<std::size_t>(2 * N));
+  bool have_rejected = false;
+  auto snapshot = [&] {
+    const std::int64_t* s = e->i64(Field::steps);
+    const std::int32_t* st = e->i32(Field::status);
+    const std::int64_t* rej = have_rejected ? e->i64(Field::rejected) : nullptr;
+    for (py::ssize_t i = 0; i < N; ++i) {
+      mark[std::size_t(i)] = s[i] + (rej ? rej[i] : 0);
+      mark[std::size_t(N + i)] = st[i];
+    }
+  };
+
+  const long budget = record_every > 0 ? record_every : std::max(16L, 4000000L / long(N));
+  if (record_every > 0) record(nullptr);
+  std::vector<char> moved(static_cast<std::size_t>(N));
+  auto total_steps = [&] {
+    const std::int64_t* s = e->i64(Field::steps);
+    std::int64_t sum = 0;
+    for (py::ssize_t i = 0; i < N; ++i) sum += s[i];
+    return sum;
+  };
+  for (;;) {
+    ukb::Tally left;
+    bool progress = true;
+    {
+      py::gil_scoped_release nogil;
+      if (record_every > 0) snapshot();
+      const std::int64_t before = total_steps();
+      left = e->integrate(r, budget, eo);
+      have_rejected = adaptive;
+      progress = total_steps() != before;
+      if (record_every > 0) {
+        const std::int64_t* s = e->i64(Field::steps);
+        const std::int32_t* st = e->i32(Field::status);
+        const std::int64_t* rej = adaptive ? e->i64(Field::rejected) : nullptr;
+        bool any = false;
+        for (py::ssize_t i = 0; i < N; ++i) {
+          const std::size_t k = std::size_t(i);
+          moved[k] = mark[k] != s[i] + (rej ? rej[i] : 0) || mark[std::size_t(N) + k] != st[i];
+          any = any || moved[k];
+        }
+        if (any) record(&moved);
+      }
+    }
+    if (left.active == 0) break;
+    if (!progress && !adaptive)
+      throw std::runtime_error("the integration makes no progress (dt too small for t?)");
+    // Ctrl-C: Python's handlers run here and raise KeyboardInterrupt.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+
+  // Outputs: views of the ensemble's fields, owned by one capsule.
+  const py::capsule keep = owner_of(e);
+  py::dict d;
+  const py::ssize_t col = 1;
+  d["q"] = view(e->real(Field::q), {N, n}, {col, N}, keep);
+  d["qd"] = view(e->real(Field::qd), {N, n}, {col, N}, keep);
+  d["t"] = view(e->real(Field::t), {N}, {1}, keep);
+  d["status"] = view(e->i32(Field::status), {N}, {1}, keep);
+  d["t_stop"] = view(e->real(Field::t_stop), {N}, {1}, keep);
+  py::dict counters;
+  for (const ukb::FieldInfo& f : ukb::field_table) {
+    if (!f.column || f.field == Field::t_stop) continue;
+    if (f.role != ukb::FieldRole::monitor && f.role != ukb::FieldRole::adaptive) continue;
+    const bool wanted = f.when == ukb::ColumnWhen::always ||
+                        (f.when == ukb::ColumnWhen::monitored && M.has_residual && r.monitor) ||
+                        (f.when == ukb::ColumnWhen::projecting && r.stabilization == ukb::Stabilization::projection) ||
+                        (f.when == ukb::ColumnWhen::adaptive && adaptive);
+    if (!wanted) continue;
+    if (f.real) counters[f.column] = view(e->real(f.field), {N}, {1}, keep);
+    else if (f.bytes == 8) counters[f.column] = view(e->i64(f.field), {N}, {1}, keep);
+    else counters[f.column] = view(e->i32(f.field), {N}, {1}, keep);
+  }
+  d["counters"] = counters;
+
+  // Observables at the end: energies, natural quantities.
+  const double* q = e->real(Field::q);
+  const double* qd = e->real(Field::qd);
+  const double* t = e->real(Field::t);
+  std::vector<double> qi(static_cast<std::size_t>(n)), qdi(static_cast<std::size_t>(n));
+  auto state = [&](py::ssize_t i) {
+    for (py::ssize_t j = 0; j < n; ++j) {
+      qi[std::size_t(j)] = q[j * N + i];
+      qdi[std::size_t(j)] = qd[j * N + i];
+    }
+  };
+  if (M.has_potential) {
+    auto end = std::make_shared<std::vector<double>>(std::size_t(N));
+    for (py::ssize_t i = 0; i < N; ++i) {
+      state(i);
+      (*end)[std::size_t(i)] = M.energy(std::span<const double>(P + i * np_, std::size_t(np_)), qi.data(), qdi.data(), t[i]);
+    }
+    auto start = std::make_shared<std::vector<double>>(std::move(e0));
+    d["energy_start"] = view(start->data(), {N}, {1}, owner_of(start));
+    d["energy_end"] = view(end->data(), {N}, {1}, owner_of(end));
+  }
+  py::dict natural;
+  if (M.natural_state) {
+    const py::ssize_t k = py::ssize_t(M.initial_names.size());
+    auto nat = std::make_shared<std::vector<double>>(std::size_t(k * N));
+    std::vector<double> ic(static_cast<std::size_t>(k));
+    for (py::ssize_t i = 0; i < N; ++i) {
+      state(i);
+      M.natural_state(std::span<const double>(P + i * np_, std::size_t(np_)), qi.data(), qdi.data(), ic.data());
+      for (py::ssize_t j = 0; j < k; ++j) (*nat)[std::size_t(j * N + i)] = ic[std::size_t(j)];
+    }
+    const py::capsule own = owner_of(nat);
+    for (py::ssize_t j = 0; j < k; ++j)
+      natural[py::str(M.initial_names[std::size_t(j)])] = view(nat->data() + j * N, {N}, {1}, own);
+  }
+  d["final"] = natural;
+  if (record_every > 0) {
+    const py::ssize_t T = py::ssize_t(traj->size() / row);
+    const py::capsule own = owner_of(traj);
+    const py::ssize_t rs = py::ssize_t(row);
+    d["traj_q"] = view(traj->data(), {N, T, n}, {1, rs, N}, own);
+    d["traj_qd"] = view(traj->data() + n * N, {N, T, n}, {1, rs, N}, own);
+    d["traj_t"] = view(traj->data() + 2 * n * N, {N, T}, {1, rs}, own);
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------- run
+
+// Runs a config (text and where it came from, or the checkpoint in out_dir
+// when `text` and `path` are empty and `resume`). `on_chunk(done, samples)`
+// is called after every chunk with the GIL held; Python's signal handlers
+// run then, and an exception from either (KeyboardInterrupt) stops the run
+// after that chunk with a checkpoint and is raised again once execute has
+// returned.
+py::dict run(const std::string& text, const std::string& path, const std::string& dir, bool from_file,
+             const std::string& out_dir, const std::optional<std::string>& backend, std::optional<int> threads,
+             bool resume, bool force_npy, const py::object& on_chunk) {
+  ukb::run::Config c;
+  if (from_file) c = ukb::run::load_config(path);
+  else if (text.empty() && resume) c = ukb::run::resume_config(out_dir);
+  else c = ukb::run::parse_config(text, ukb::run::ConfigSource{.path = path, .dir = dir});
+  if (backend) c.backend = backend_of(*backend);
+  if (threads) {
+    if (*threads < 0) throw std::invalid_argument("threads: expected an integer >= 0 (0: all cores)");
+    c.threads = *threads;
+  }
+  if (force_npy) c.write_npy = true;
+
+  std::atomic<int> stop{0};
+  std::optional<py::error_already_set> raised;
+  ukb::run::ExecuteOptions o;
+  o.out_dir = out_dir;
+  o.resume = resume;
+  o.stop = &stop;
+  o.after_chunk = [&](long done) {
+    py::gil_scoped_acquire gil;
+    try {
+      if (!on_chunk.is_none()) on_chunk(done, c.samples);
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    } catch (py::error_already_set& e) {
+      if (!raised) raised.emplace(std::move(e));
+      stop.store(1);
+    }
+  };
+  ukb::run::Outcome out;
+  {
+    py::gil_scoped_release nogil;
+    out = ukb::run::execute(c, o);
+  }
+  py::dict d;
+  d["interrupted"] = out.interrupted;
+  d["done"] = out.done;
+  d["samples"] = out.samples;
+  d["checkpoint"] = out.checkpoint;
+  d["status_counts"] = out.status_counts;
+  d["wall_s"] = out.wall_s;
+  d["out_dir"] = out.out_dir;
+  d["write_npy"] = c.write_npy;
+  d["write_csv"] = c.write_csv;
+  if (raised) {
+    d["raised"] = raised->value();
+    d["raised_type"] = raised->type();
+  }
+  return d;
+}
+
+py::dict read_results(const std::string& csv) {
+  ukb::run::Results r = ukb::run::read_results(csv);
+  py::dict d;
+  py::list names;
+  py::list columns;
+  for (std::size_t k = 0; k < r.names.size(); ++k) {
+    names.append(r.names[k]);
+    auto keep = std::make_shared<std::vector<double>>(std::move(r.values[k]));
+    columns.append(view(keep->data(), {py::ssize_t(keep->size())}, {1}, owner_of(keep)));
+  }
+  d["names"] = names;
+  d["columns"] = columns;
+  d["status"] = r.status;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "The compiled part of the ukb module; use `import ukb`.";
+
+  static py::exception<ukb::run::ConfigError> config_error(m, "ConfigError", PyExc_ValueError);
+  static py::exception<ukb::ModelFileError> model_file_error(m, "ModelFileError", PyExc_ValueError);
+  static py::exception<ukb::run::WriteError> write_error(m, "WriteError", PyExc_OSError);
+  static py::exception<ukb::BackendUnavailable> backend_unavailable(m, "BackendUnavailable", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ukb::run::ConfigError& e) {
+      config_error(e.what());
+    } catch (const ukb::ModelFileError& e) {
+      model_file_error(e.what());
+    } catch (const ukb::run::WriteError& e) {
+      write_error(e.what());
+    } catch (const ukb::BackendUnavailable& e) {
+      backend_unavailable(e.what());
+    }
+  });
+
+  py::class_<ModelInfo>(m, "Model", "A model: its coordinates, parameters and hooks (ukb.models()).")
+      .def_property_readonly("name", [](const ModelInfo& M) { return M.name; })
+      .def_property_readonly("summary", [](const ModelInfo& M) { return M.summary; })
+      .def_property_readonly("n", [](const ModelInfo& M) { return M.n; }, "number of coordinates")
+      .def_property_readonly("m", [](const ModelInfo& M) { return M.m; }, "number of constraint rows")
+      .def_property_readonly("coords", [](const ModelInfo& M) { return M.coords; })
+      .def_property_readonly("params", [](const ModelInfo& M) {
+        py::list l;
+        for (const auto& p : M.params) l.append(param_dict(p));
+        return l;
+      }, "parameters in order: dicts of name, default, range, description")
+      .def_property_readonly("initial", [](const ModelInfo& M) {
+        py::list l;
+        for (const auto& p : M.initial) l.append(param_dict(p));
+        return l;
+      }, "natural initial quantities (ukb.initial_state), with their admissible values")
+      .def_property_readonly("hooks", [](const ModelInfo& M) {
+        py::dict h;
+        h["events"] = M.has_events;
+        h["potential"] = M.has_potential;
+        h["residual"] = M.has_residual;
+        h["constraint_rows"] = M.has_rows;
+        h["rebind"] = M.has_rebind;
+        h["initial_state"] = M.initial_state != nullptr;
+        return h;
+      }, "which optional hooks the model has (README, \"Adding a model\")")
+      .def("__repr__", [](const ModelInfo& M) { return "<ukb.Model '" + M.name + "' n=" + std::to_string(M.n) + " m=" + std::to_string(M.m) + ">"; });
+
+  m.def("models", [] {
+    std::vector<const ModelInfo*> v;
+    for (const ModelInfo& M : ukb::all_models()) v.push_back(&M);
+    return v;
+  }, py::return_value_policy::reference);
+  m.def("find_model", [](const std::string& name) { return ukb::find_model(name); },
+        py::return_value_policy::reference);
+  m.def("closest_match", [](const std::string& w, const std::vector<std::string>& c) { return ukb::closest_match(w, c); });
+  m.def("load_model_file", [](const std::string& spec, bool cuda) -> const ModelInfo* {
+    py::gil_scoped_release nogil;
+    return &ukb::load_model_file(spec, {.cuda = cuda, .progress = true});
+  }, py::return_value_policy::reference);
+  m.def("evaluate", &evaluate);
+  m.def("initial_states", &initial_states);
+  m.def("residuals", &residuals);
+  m.def("default_rank_rtol", [] { return ukb::policy::default_rank_rtol<double>(); });
+  m.def("simulate", &simulate);
+  m.def("run", &run);
+  m.def("read_results", &read_results);
+  m.def("status_names", [] {
+    std::vector<std::string> v;
+    for (int s = 0; ukb::is_valid_status(s); ++s) v.push_back(ukb::run::status_name(static_cast<ukb::Status>(s)));
+    return v;
+  });
+  m.attr("version") = ukb::version;
+}

@@ -1,0 +1,517 @@
+"""ukb: batched Udwadia-Kalaba ensembles with non-ideal constraints, from numpy.
+
+    import numpy as np, ukb
+    mu = np.linspace(0.05, 0.5, 10)
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=0.0, omega=0.0, N=mu.size)
+    r = ukb.simulate("bead_on_ring", q0, qd0, params={"mu": mu}, dt=0.01, t_end=60.0)
+    r.final["theta"], r.status, r.t_stop
+
+Functions: models, model, accel, initial_state, simulate, run. Every error
+of the C++ side arrives as a Python exception with its message: bad
+arguments as ValueError or TypeError (ConfigError and ModelFileError are
+ValueErrors), an output that cannot be written as WriteError (an OSError),
+a backend that cannot run here as BackendUnavailable (a RuntimeError).
+README, section "Python", has the details and examples.
+"""
+
+import json
+import math
+import numbers
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+
+def _find_toolchain():
+    # Model files are compiled with the compilers ukb was built with, from
+    # its toolchain record: in the build tree build/share/ukb/ (this package
+    # is build/python/ukb), in an installed package PREFIX/share/ukb/ (this
+    # package is PREFIX/lib/pythonX.Y/{site,dist}-packages/ukb).
+    if os.environ.get("UKB_TOOLCHAIN"):
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for up in (2, 4):
+        d = here
+        for _ in range(up):
+            d = os.path.dirname(d)
+        f = os.path.join(d, "share", "ukb", "toolchain.json")
+        if os.path.isfile(f):
+            os.environ["UKB_TOOLCHAIN"] = f
+            return
+
+
+_find_toolchain()
+
+from . import _core  # noqa: E402
+from ._core import BackendUnavailable, ConfigError, Model, ModelFileError, WriteError  # noqa: E402,F401
+
+__version__ = _core.version
+__all__ = ["models", "model", "accel", "initial_state", "simulate", "run", "Result", "Table",
+           "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable"]
+
+_BACKENDS = ("reference", "cpu", "cuda")
+STATUSES = tuple(_core.status_names())  # status names by code
+
+
+class Result(dict):
+    """A dict whose keys are also attributes (r.q is r["q"])."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __dir__(self):
+        return list(self.keys()) + list(super().__dir__())
+
+
+# ---------------------------------------------------------------- models
+
+
+def models():
+    """Every built-in model (ukb.Model: name, summary, n, m, coords, params
+    with defaults and ranges, initial quantities, hooks), in a fixed order."""
+    return list(_core.models())
+
+
+def model(name_or_path, *, cuda=False):
+    """One model: a built-in model's name, or a model file "path.hpp" or
+    "path.hpp:Name" (compiled into a plugin on first use and cached; README,
+    "Adding a model"). `cuda=True` also compiles the file for the cuda
+    backend. A ukb.Model is returned as it is."""
+    if isinstance(name_or_path, Model):
+        return name_or_path
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise TypeError(f"model: expected a model name, a model file path or a ukb.Model, "
+                        f"got {type(name_or_path).__name__}")
+    if "/" in name_or_path or "." in name_or_path:
+        return _core.load_model_file(name_or_path, bool(cuda))
+    found = _core.find_model(name_or_path)
+    if found is None:
+        names = [m.name for m in _core.models()]
+        hint = _core.closest_match(name_or_path, names)
+        raise ValueError(f"model: unknown model '{name_or_path}'"
+                         + (f"; did you mean '{hint}'?" if hint else "")
+                         + f" (built-in models: {', '.join(names)}; a model file is a path)")
+    return found
+
+
+def _backend(backend):
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend: expected one of {', '.join(_BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def _float_array(name, value, ndim_ok, shape_text):
+    """value as float64, converted where that is exact for its kind (bool,
+    integers, floats); TypeError for anything else."""
+    try:
+        a = np.asarray(value)
+    except Exception as e:  # ragged lists and the like
+        raise ValueError(f"{name}: expected {shape_text} of numbers, got {type(value).__name__} ({e})") from None
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected {shape_text} of real numbers, got dtype {a.dtype}")
+    if a.ndim not in ndim_ok:
+        raise ValueError(f"{name}: expected {shape_text}, got an array of shape {a.shape}")
+    return np.array(a, dtype=np.float64, order="C", copy=False)
+
+
+def _admissible(p, v):
+    """Which values of the array v a parameter (or initial quantity) p
+    admits (ParamInfo::admits): finite, and one of its choices or within its
+    range."""
+    ok = np.isfinite(v)
+    if p["choices"]:
+        return ok & np.isin(v, p["choices"])
+    return ok & ((v >= p["lower"]) if p["lower_inclusive"] else (v > p["lower"]))
+
+
+def _first_bad(p, v, what, model):
+    bad = np.flatnonzero(~_admissible(p, v))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{what} '{p['name']}' of '{model}': system {i}: {v[i]!r} is not admissible "
+                         f"(expected {p['range']}" + (f": {p['description']})" if p["description"] else ")"))
+
+
+def _param_values(M, params, N, where):
+    """The (N, np) parameter values: defaults, overridden by `params`
+    (name -> scalar or array of shape (N,))."""
+    names = [p["name"] for p in M.params]
+    out = np.empty((N, len(names)))
+    out[:] = [p["default"] for p in M.params]
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise TypeError(f"{where}: expected a dict of parameter name -> value, got {type(params).__name__}")
+    for key, value in params.items():
+        if key not in names:
+            hint = _core.closest_match(str(key), names)
+            raise ValueError(f"{where}: '{M.name}' has no parameter '{key}'"
+                             + (f"; did you mean '{hint}'?" if hint else "")
+                             + f" (parameters: {', '.join(names) or 'none'})")
+        k = names.index(key)
+        a = _float_array(f"parameter '{key}'", value, (0, 1), f"a number or an array of shape ({N},)")
+        if a.ndim == 1 and a.shape[0] != N:
+            raise ValueError(f"parameter '{key}': expected a number or an array of shape ({N},), "
+                             f"got shape {a.shape}")
+        out[:, k] = a
+    for k, p in enumerate(M.params):
+        _first_bad(p, out[:, k], "parameter", M.name)
+    return out
+
+
+# ---------------------------------------------------------------- accel
+
+
+def accel(model, q, qd, t=0.0, backend="cpu", *, rank_rtol=None, **params):
+    """One system evaluated: the outputs of `ukb accel` as a Result with
+    qdd, Qc_ideal, Qc_nonideal, lambda (numpy arrays), rank, status,
+    constraint_residual and inconsistent. Parameters by name (**params);
+    the others keep their defaults."""
+    M = globals()["model"](model)
+    _backend(backend)
+    qv = _float_array("q", q, (1,), f"an array of shape ({M.n},)")
+    qdv = _float_array("qd", qd, (1,), f"an array of shape ({M.n},)")
+    for name, v in (("q", qv), ("qd", qdv)):
+        if v.shape != (M.n,):
+            raise ValueError(f"{name}: expected an array of shape ({M.n},) for '{M.name}' "
+                             f"({', '.join(M.coords)}), got shape {v.shape}")
+    if not isinstance(t, numbers.Real) or not math.isfinite(t):
+        raise ValueError(f"t: expected a finite number, got {t!r}")
+    if rank_rtol is None:
+        rank_rtol = -1.0
+    elif not (isinstance(rank_rtol, numbers.Real) and 0 <= rank_rtol < 1):
+        raise ValueError(f"rank_rtol: expected a number in [0, 1), got {rank_rtol!r}")
+    values = _param_values(M, params, 1, "accel")[0]
+    if rank_rtol < 0:
+        rank_rtol = _core.default_rank_rtol()
+    return Result(_core.evaluate(M, backend, list(values), list(qv), list(qdv), float(t), float(rank_rtol)))
+
+
+# ---------------------------------------------------------------- initial states
+
+
+def initial_state(model, *, N=None, params=None, **quantities):
+    """q0, qd0 (arrays of shape (N, n)) from the model's natural initial
+    quantities (e.g. bead_on_ring: theta, omega), each a number or an array
+    of shape (N,); quantities not given are 0. ValueError where a quantity
+    is not admissible or no consistent state exists."""
+    M = globals()["model"](model)
+    if not M.initial:
+        raise ValueError(f"'{M.name}' has no natural initial quantities: give q0 and qd0 directly")
+    names = [p["name"] for p in M.initial]
+    sizes = [np.size(v) for v in quantities.values() if np.ndim(v) > 0]
+    sizes += [np.size(v) for v in (params or {}).values() if np.ndim(v) > 0]
+    if N is None:
+        N = max(sizes) if sizes else 1
+    if not isinstance(N, numbers.Integral) or N < 1:
+        raise ValueError(f"N: expected an integer >= 1, got {N!r}")
+    ic = np.zeros((N, len(names)))
+    for key, value in quantities.items():
+        if key not in names:
+            hint = _core.closest_match(key, names)
+            raise ValueError(f"initial_state: '{M.name}' has no initial quantity '{key}'"
+                             + (f"; did you mean '{hint}'?" if hint else "")
+                             + f" (quantities: {', '.join(names)})")
+        a = _float_array(key, value, (0, 1), f"a number or an array of shape ({N},)")
+        if a.ndim == 1 and a.shape[0] != N:
+            raise ValueError(f"{key}: expected a number or an array of shape ({N},), got shape {a.shape}")
+        ic[:, names.index(key)] = a
+    for k, p in enumerate(M.initial):
+        _first_bad(p, ic[:, k], "initial quantity", M.name)
+    P = _param_values(M, params, N, "initial_state")
+    q, qd, ok = _core.initial_states(M, P, ic)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"initial_state: system {i}: no state of '{M.name}' satisfies the constraints for "
+                         + ", ".join(f"{n} = {ic[i, k]!r}" for k, n in enumerate(names)))
+    return q, qd
+
+
+# ---------------------------------------------------------------- simulate
+
+
+def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0, backend="cpu",
+             method="rk4", rtol=None, atol=None, dt_min=None, dt_max=None, event_tol=None,
+             stabilization=None, events=True, record_every=None, threads=None, chunk=None, simd=True,
+             initial_tol=1e-9, **integrator):
+    """Integrates a batch of N systems from numpy arrays.
+
+    q0, qd0: shape (N, n) (or (n,) for one system); params: name -> number
+    or array of shape (N,). Integrates until t_end, or `steps` accepted
+    steps (status max_steps), or until each system stops (at_rest, a
+    failure). The statuses are those of `ukb run`'s results: finished
+    (t_end reached, or `steps` taken without a t_end), max_steps (`steps`
+    taken before t_end), at_rest, failed_*. Returns a Result of numpy
+    arrays viewing the solver's memory (no copy): q, qd (N, n), t, status
+    (int codes: ukb.STATUSES[code] is the name), status_name (N strings),
+    t_stop, counters (steps, events, rank_*, ...), final (the model's
+    natural quantities at the end, e.g. theta), energy_start/energy_end
+    (where the model has a potential) and, with record_every = k, traj_q,
+    traj_qd (N, T, n) and traj_t (N, T): a row every k steps (dopri5: steps
+    tried), NaN once a system has stopped.
+    Other integrator options (README, "The config file"): rank_rtol,
+    residual_limit, expected_rank, monitor, baumgarte_alpha/beta/gamma,
+    projection_tol, projection_iters.
+    """
+    M = globals()["model"](model)
+    _backend(backend)
+    q = _float_array("q0", q0, (1, 2), f"an array of shape (N, {M.n})")
+    qd = _float_array("qd0", qd0, (1, 2), f"an array of shape (N, {M.n})")
+    if q.ndim == 1:
+        q = q[None, :]
+    if qd.ndim == 1:
+        qd = qd[None, :]
+    N = q.shape[0]
+    if q.shape[1:] != (M.n,) or N < 1:
+        raise ValueError(f"q0: expected an array of shape (N, {M.n}) for '{M.name}' ({', '.join(M.coords)}), "
+                         f"got shape {np.shape(q0)}")
+    if qd.shape != q.shape:
+        raise ValueError(f"qd0: expected the shape of q0, {q.shape}, got shape {np.shape(qd0)}")
+    for name, a in (("q0", q), ("qd0", qd)):
+        bad = np.argwhere(~np.isfinite(a))
+        if bad.size:
+            raise ValueError(f"{name}: system {bad[0][0]}: coordinate {M.coords[bad[0][1]]} is {a[tuple(bad[0])]!r}; "
+                             "expected finite numbers")
+    P = _param_values(M, params, N, "params")
+    if t_end is None and steps is None:
+        raise ValueError("simulate: give t_end or steps (or both): otherwise only the model's events could end it")
+    o = {"method": method, "events": bool(events)}
+
+    def number(key, v, ok, expect):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not ok(float(v)):
+            raise ValueError(f"{key}: expected {expect}, got {v!r}")
+        o[key] = float(v)
+
+    number("dt", dt, lambda x: math.isfinite(x) and x >= 0, "a finite number > 0 (dopri5: >= 0, 0: automatic)")
+    if t_end is not None:
+        number("t_end", t_end, lambda x: not math.isnan(x), "a number > t0")
+        if not o["t_end"] > t0:
+            raise ValueError(f"t_end: expected a number > t0 = {t0!r}, got {t_end!r}")
+    if steps is not None:
+        if not isinstance(steps, numbers.Integral) or steps < 1:
+            raise ValueError(f"steps: expected an integer >= 1, got {steps!r}")
+        o["max_steps"] = int(steps)
+    if not isinstance(t0, numbers.Real) or not math.isfinite(t0):
+        raise ValueError(f"t0: expected a finite number, got {t0!r}")
+    for key, v in (("rtol", rtol), ("dt_min", dt_min), ("dt_max", dt_max), ("event_tol", event_tol)):
+        if v is not None:
+            number(key, v, lambda x: not math.isnan(x), "a number")
+    if atol is not None:
+        o["atol"] = [float(x) for x in np.atleast_1d(_float_array("atol", atol, (0, 1), "a number or a list"))]
+    if stabilization is not None:
+        o["stabilization"] = stabilization
+    for key, v in integrator.items():
+        o[key] = v
+    if record_every is not None and (not isinstance(record_every, numbers.Integral) or record_every < 1):
+        raise ValueError(f"record_every: expected an integer >= 1, got {record_every!r}")
+    if threads is not None and (not isinstance(threads, numbers.Integral) or threads < 0):
+        raise ValueError(f"threads: expected an integer >= 0 (0: all cores), got {threads!r}")
+    if chunk is not None and (not isinstance(chunk, numbers.Integral) or chunk < 1):
+        raise ValueError(f"chunk: expected an integer >= 1, got {chunk!r}")
+    if initial_tol is not None and M.hooks["residual"]:
+        _check_initial(M, P, q, qd, float(t0), float(initial_tol))
+    d = _core.simulate(M, backend, P, q, qd, float(t0), o, int(threads or 0), int(chunk or 64), bool(simd),
+                       int(record_every or 0))
+    d["status_name"] = np.array(STATUSES, dtype=object)[d["status"]].astype(str)
+    return Result(d)
+
+
+def _check_initial(M, P, q, qd, t0, tol):
+    pos, vel = _core.residuals(M, P, q, qd, t0)
+    bad = np.flatnonzero(~((pos <= tol) & (vel <= tol)))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"q0/qd0: system {i}: the initial state violates the constraints of '{M.name}': "
+                         f"position residual {pos[i]!r}, velocity residual {vel[i]!r} (expected at most "
+                         f"initial_tol = {tol!r}; ukb.initial_state gives consistent states, "
+                         "initial_tol=None skips this check)")
+
+
+# ---------------------------------------------------------------- run
+
+
+def _toml_value(v, where):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        x = float(v)
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return repr(x)
+    if isinstance(v, (str, os.PathLike)):
+        return json.dumps(os.fspath(v))  # a TOML basic string
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_toml_key(k, where)} = {_toml_value(x, f'{where}.{k}')}"
+                                for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_toml_value(x, where) for x in (v.tolist() if isinstance(v, np.ndarray) else v)) + "]"
+    raise TypeError(f"config: key '{where}': expected a number, string, bool, list or dict, "
+                    f"got {type(v).__name__}")
+
+
+def _toml_key(k, where):
+    if not isinstance(k, str):
+        raise TypeError(f"config: keys are strings; got {k!r} in '{where}'")
+    return json.dumps(k)
+
+
+def _toml(config):
+    """A config dict (the config file's schema) as TOML text."""
+    top, tables = [], []
+    for k, v in config.items():
+        if isinstance(v, dict):
+            tables.append(f"\n[{_toml_key(k, k)}]")
+            tables += [f"{_toml_key(kk, k)} = {_toml_value(vv, f'{k}.{kk}')}" for kk, vv in v.items()]
+        else:
+            top.append(f"{_toml_key(k, k)} = {_toml_value(v, k)}")
+    return "\n".join(top + tables) + "\n"
+
+
+class Table(np.ndarray):
+    """The per-sample results of ukb.run: a numpy structured array with a
+    column per field of results.csv ("status" as text), and to_pandas()."""
+
+    def to_pandas(self):
+        import pandas as pd  # optional dependency
+
+        return pd.DataFrame({name: np.asarray(self[name]) for name in self.dtype.names})
+
+
+def _progress_bar(total, enabled):
+    if not enabled:
+        return None
+    in_notebook = "ipykernel" in sys.modules
+    if not (in_notebook or (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())):
+        return None
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="sample", desc="ukb run")
+    except ImportError:
+
+        class Line:
+            def __init__(self):
+                self.n = 0
+
+            def update(self, k):
+                self.n += k
+                sys.stderr.write(f"\rukb run: {self.n} of {total} samples")
+                sys.stderr.flush()
+
+            def close(self):
+                sys.stderr.write("\n")
+
+        return Line()
+
+
+def run(config, *, out=None, backend=None, threads=None, progress=True, resume=False, on_chunk=None):
+    """The Monte Carlo driver of `ukb run`.
+
+    config: a dict in the config file's schema (README, "Monte Carlo runs";
+    tables as nested dicts, distributions as dicts) or the path of a config
+    file; None with resume=True and out: the run whose checkpoint is in out.
+    out: the output directory (files as `ukb run --out`); None: nothing is
+    written (a temporary directory is used and removed). backend, threads:
+    override the config's. progress: a progress bar when stderr is a
+    terminal or in a notebook (tqdm when installed, else a line).
+    on_chunk(done, samples): called after every chunk.
+
+    Returns (table, summary): the per-sample table (ukb.Table, a structured
+    array; table.to_pandas()) and summary.json as a dict.
+
+    Ctrl-C stops the run after the current chunk and raises
+    KeyboardInterrupt; with `out`, a checkpoint is left there and
+    run(config, out=out, resume=True) continues it.
+    """
+    if backend is not None:
+        _backend(backend)
+    if threads is not None and (not isinstance(threads, numbers.Integral) or threads < 0):
+        raise ValueError(f"threads: expected an integer >= 0 (0: all cores), got {threads!r}")
+    if out is not None:
+        out = os.fspath(out)
+    from_file = False
+    if config is None:
+        if not (resume and out):
+            raise ValueError("config: expected a dict or a path (None only with resume=True and out)")
+        text, path, cdir = "", "", ""
+    elif isinstance(config, dict):
+        text, path, cdir = _toml(config), "config (dict)", os.getcwd()
+    elif isinstance(config, (str, os.PathLike)):
+        text, path, cdir, from_file = "", os.fspath(config), "", True
+    else:
+        raise TypeError(f"config: expected a dict or a path, got {type(config).__name__}")
+    if resume and out is None:
+        raise ValueError("resume: needs out, the directory of the interrupted run")
+    tmp = None
+    if out is None:
+        tmp = tempfile.mkdtemp(prefix="ukb-run-")
+        out_dir = os.path.join(tmp, "out")
+    else:
+        out_dir = out
+    bar = None
+
+    def chunk(done, samples):
+        nonlocal bar
+        if bar is None:
+            bar = _progress_bar(samples, progress) or False
+            if bar:
+                bar.n0 = done
+        if bar:
+            bar.update(done - getattr(bar, "last", 0))
+            bar.last = done
+        if on_chunk is not None:
+            on_chunk(done, samples)
+
+    try:
+        d = _core.run(text, path, cdir, from_file, out_dir, backend, threads, bool(resume), tmp is not None, chunk)
+        if bar:
+            bar.close()
+        raised = d.get("raised")
+        if raised is not None:
+            if isinstance(raised, KeyboardInterrupt) and d["interrupted"]:
+                where = (f"; its checkpoint is in {out_dir}: ukb.run(config, out={out_dir!r}, resume=True) "
+                         "continues it") if tmp is None else " (out=None: nothing was kept)"
+                raise KeyboardInterrupt(f"ukb.run stopped after {d['done']} of {d['samples']} samples{where}")
+            raise raised
+        table = _read_table(out_dir, d)
+        with open(os.path.join(out_dir, "summary.json")) as f:
+            summary = json.load(f)
+        return table, summary
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_table(out_dir, d):
+    npy = os.path.join(out_dir, "results.npy")
+    if d["write_npy"] and os.path.isfile(npy):
+        raw = np.load(npy)
+        # The status as text (str), not bytes.
+        dtype = [(n, "U" + str(raw.dtype[n].itemsize) if raw.dtype[n].kind == "S" else raw.dtype[n])
+                 for n in raw.dtype.names]
+        t = np.empty(raw.shape, dtype=dtype)
+        for n in raw.dtype.names:
+            t[n] = raw[n].astype(str) if raw.dtype[n].kind == "S" else raw[n]
+        return t.view(Table)
+    r = _core.read_results(os.path.join(out_dir, "results.csv"))
+    names = list(r["names"])
+    cols = list(r["columns"])
+    status = np.array(r["status"])
+    dtype = [(n, "<i8" if n in ("sample",) else "<f8") for n in names] + [("status", status.dtype)]
+    t = np.empty(len(status), dtype=dtype)
+    for n, c in zip(names, cols):
+        t[n] = c
+    t["status"] = status
+    return t.view(Table)

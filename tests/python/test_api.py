@@ -1,0 +1,158 @@
+"""ukb.models, ukb.model, ukb.accel, ukb.initial_state and ukb.simulate
+against independent truths: the ring's closed form, the `ukb accel`
+executable, the Monte Carlo driver (`ukb run`, the C++ API), and themselves
+under other threads, chunks and lanes."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import ukb
+from conftest import cli, cli_json
+
+G = 9.81
+
+
+def ring_closed_form(R, mu, x, y, xd, yd, m=1.0, g=G):
+    """q'' of a bead on a vertical ring (gravity along -y) with Coulomb
+    friction mu |N| against the sliding velocity, from Newton's law in polar
+    coordinates (the source paper's example): the normal force is what keeps
+    the bead on the circle, N = m (g sin th - R w^2) along the radius."""
+    th = math.atan2(y, x)
+    w = (x * yd - y * xd) / R ** 2
+    normal = m * (g * math.sin(th) - R * w * w)
+    tangential = -m * g * math.cos(th) - mu * abs(normal) * np.sign(w)
+    wd = tangential / (m * R)
+    e_t = np.array([-math.sin(th), math.cos(th)])
+    e_r = np.array([math.cos(th), math.sin(th)])
+    return R * wd * e_t - R * w * w * e_r
+
+
+def test_models_list_every_builtin_with_coordinates_parameters_and_hooks():
+    ms = ukb.models()
+    names = [m.name for m in ms]
+    for expected in ("bead_on_ring", "planar_chain_6", "chaplygin_sleigh", "rolling_sphere"):
+        assert expected in names
+    listed = cli("models")[1]
+    for n in names:
+        assert n in listed  # the same models as `ukb models`
+    ring = ukb.model("bead_on_ring")
+    assert (ring.n, ring.m, ring.coords) == (2, 1, ["x", "y"])
+    mu = [p for p in ring.params if p["name"] == "mu"][0]
+    assert mu["default"] == 0.2 and mu["range"] == ">= 0"
+    assert ring.hooks["events"] and ring.hooks["potential"]
+    assert [p["name"] for p in ring.initial] == ["theta", "omega"]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_accel_agrees_with_the_closed_form_and_with_the_cli(backend):
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        R, mu = rng.uniform(0.5, 2.0), rng.uniform(0.0, 0.6)
+        th, w = rng.uniform(-np.pi, np.pi), rng.uniform(-3, 3)
+        q = np.array([R * math.cos(th), R * math.sin(th)])
+        qd = R * w * np.array([-math.sin(th), math.cos(th)])
+        r = ukb.accel("bead_on_ring", q, qd, backend=backend, R=R, mu=mu)
+        expected = ring_closed_form(R, mu, *q, *qd)
+        assert r.status == "ok" and r.rank == 1
+        np.testing.assert_allclose(r.qdd, expected, rtol=0, atol=1e-12 * (1 + np.linalg.norm(expected)))
+        # The same numbers as `ukb accel` prints (17 significant digits).
+        j = cli_json("accel", "--model", "bead_on_ring", "--backend", backend, "--param", f"R={R!r}",
+                     "--param", f"mu={mu!r}", "--q", ",".join(repr(float(v)) for v in q),
+                     "--qd", ",".join(repr(float(v)) for v in qd))
+        for key in ("qdd", "Qc_ideal", "Qc_nonideal", "lambda"):
+            assert list(r[key]) == j[key], key
+        assert r.rank == j["rank"] and r.status == j["status"]
+    # Guard: friction changes the acceleration here.
+    a = ukb.accel("bead_on_ring", [0.6, 0.8], [-0.8, 0.6], mu=0.0).qdd
+    b = ukb.accel("bead_on_ring", [0.6, 0.8], [-0.8, 0.6], mu=0.5).qdd
+    assert np.linalg.norm(a - b) > 0.1
+
+
+def test_initial_state_puts_the_bead_on_the_ring_at_its_angle():
+    th = np.linspace(-3, 3, 7)
+    q, qd = ukb.initial_state("bead_on_ring", theta=th, omega=0.5, params={"R": 2.0})
+    np.testing.assert_allclose(q, 2.0 * np.c_[np.cos(th), np.sin(th)], atol=1e-15)
+    np.testing.assert_allclose(qd, 2.0 * 0.5 * np.c_[-np.sin(th), np.cos(th)], atol=1e-15)
+
+
+def ring_config(samples, backend="cpu"):
+    return {"model": "bead_on_ring", "samples": samples, "seed": 11, "backend": backend, "threads": 2,
+            "integrator": {"dt": 0.01, "t_end": 60.0, "event_tol": 1e-10, "chunk": 64},
+            "params": {"mu": {"dist": "uniform", "min": 0.05, "max": 0.5}},
+            "initial": {"theta": 0.3, "omega": -0.2}}
+
+
+@pytest.mark.parametrize("backend,samples", [("cpu", 300), ("reference", 40)])
+def test_simulate_gives_bit_for_bit_the_results_of_the_cpp_driver(backend, samples):
+    table, _ = ukb.run(ring_config(samples, backend), progress=False)
+    mu = table["mu"]
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=0.3, omega=-0.2, N=mu.size)
+    r = ukb.simulate("bead_on_ring", q0, qd0, params={"mu": mu}, dt=0.01, t_end=60.0, event_tol=1e-10,
+                     backend=backend)
+    assert list(r.status_name) == list(table["status"])
+    assert (table["status"] == "at_rest").sum() > samples // 2  # the events are exercised
+    for col, mine in (("t_final", r.t), ("t_stop", r.t_stop), ("theta_final", r.final["theta"]),
+                      ("q_x_final", r.q[:, 0]), ("qd_y_final", r.qd[:, 1]), ("steps", r.counters["steps"]),
+                      ("events", r.counters["events"]), ("energy_end", r.energy_end),
+                      ("res_pos_max", r.counters["res_pos_max"])):
+        np.testing.assert_array_equal(mine, table[col], err_msg=col)
+
+
+def test_threads_chunks_and_lanes_do_not_change_results():
+    N = 257
+    rng = np.random.default_rng(3)
+    th = rng.uniform(-1, 1, N)
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=th, omega=rng.uniform(-2, 2, N))
+    mu = rng.uniform(0, 0.5, N)
+    runs = [ukb.simulate("bead_on_ring", q0, qd0, params={"mu": mu}, dt=0.01, t_end=5.0, threads=t, chunk=c,
+                         simd=s, record_every=40)
+            for t, c, s in ((1, 64, True), (2, 1, True), (2, 7, False))]
+    for other in runs[1:]:
+        for key in ("q", "qd", "t", "t_stop", "status", "traj_q", "traj_t"):
+            np.testing.assert_array_equal(runs[0][key], other[key], err_msg=key)
+
+
+def test_shapes_dtypes_statuses_and_a_failing_system_in_a_batch():
+    # rolling_sphere at theta = 0 is gimbal lock: its mass matrix is
+    # singular, and that system alone fails.
+    q0 = np.array([[0, 0, 0, 1.0, 0], [0, 0, 0, 0.0, 0], [0, 0, 0, 2.0, 0]])
+    qd0 = np.zeros_like(q0)
+    r = ukb.simulate("rolling_sphere", q0, qd0, params={"Fx": 1.0}, dt=1e-3, steps=50, record_every=10)
+    # steps without t_end: the systems that take them all are finished.
+    assert list(r.status_name) == ["finished", "failed_mass_matrix", "finished"]
+    assert r.q.shape == (3, 5) and r.q.dtype == np.float64
+    assert r.status.dtype == np.int32 and r.counters["steps"].dtype == np.int64
+    assert list(r.counters["steps"]) == [50, 0, 50]
+    assert r.traj_q.shape == (3, 6, 5) and r.traj_t.shape == (3, 6)
+    np.testing.assert_allclose(r.traj_t[0], np.arange(6) * 0.01, atol=1e-15)
+    # The failing system: its row after the call in which it failed holds
+    # its last good state (the start), NaN after that.
+    assert r.traj_t[1, 0] == r.traj_t[1, 1] == 0 and np.isnan(r.traj_t[1, 2:]).all()
+    # The sphere's centre under a constant force: x'' = 5 F / (7 m).
+    np.testing.assert_allclose(r.q[0, 0], 5 / 7 * 0.5 * 0.05 ** 2, rtol=1e-10)
+    # Adaptive steps: the dopri5 counters come with them.
+    a = ukb.simulate("bead_on_ring", *ukb.initial_state("bead_on_ring", theta=0.0), dt=0, t_end=10.0,
+                     method="dopri5", rtol=1e-8, atol=1e-10)
+    assert {"rejected", "rhs_evals"} <= set(a.counters)
+    assert a.status_name[0] == "at_rest"
+    # A step limit before t_end: max_steps.
+    m = ukb.simulate("bead_on_ring", *ukb.initial_state("bead_on_ring", theta=0.0), dt=0.01, t_end=10.0, steps=5)
+    assert m.status_name[0] == "max_steps" and m.counters["steps"][0] == 5
+
+
+def test_outputs_are_views_of_the_solvers_memory_not_copies():
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=np.zeros(10))
+    r = ukb.simulate("bead_on_ring", q0, qd0, dt=0.01, steps=30, record_every=10)
+    owner = r.q.base
+    assert type(owner).__name__ == "PyCapsule" and not r.q.flags.owndata
+    # One ensemble's fields: every array has the same owner, structure of
+    # arrays (x of every system, then y), so q is an (N, n) column-major view.
+    for a in (r.qd, r.t, r.status, r.t_stop, r.counters["steps"]):
+        assert a.base is owner
+    assert r.q.strides == (8, 8 * 10)
+    assert r.traj_q.base is r.traj_t.base and np.may_share_memory(r.traj_q, r.traj_t)
+    assert not np.shares_memory(r.traj_q, r.q)
+    e = ukb.accel("bead_on_ring", [1.0, 0.0], [0.0, 0.0])
+    assert type(e.qdd.base).__name__ == "PyCapsule"

@@ -1,0 +1,39 @@
+"""A model file from Python: compiled on first use, then simulated, against
+its closed form and against the `ukb` executable."""
+import os
+
+import numpy as np
+
+import ukb
+from conftest import cli_json
+
+
+def resting_position(x0, mu, k=10.0, m=1.0, g=9.81):
+    """A block released at rest at x0 on a spring (stiffness k) on a rough
+    floor: each half swing is harmonic about +-d, d = mu m g / k (the centre
+    shifted by friction), so its turning points are |x| - 2 d in turn, and it
+    sticks at the first one where |k x| <= mu m g (static friction holds)."""
+    d = mu * m * g / k
+    x = x0
+    while abs(x) > d:
+        x = -np.sign(x) * (abs(x) - 2 * d)
+    return x
+
+
+def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
+    monkeypatch.setenv("UKB_CACHE_DIR", str(tmp_path / "cache"))
+    path = os.path.join(source_dir, "examples", "models", "spring_block.hpp")
+    M = ukb.model(path)
+    assert M.name == "spring_block" and M.coords == ["x", "y"]
+    assert [p["name"] for p in M.params] == ["m", "k", "g", "mu"]
+    mu = np.array([0.05, 0.1, 0.17, 0.3])
+    q0, qd0 = ukb.initial_state(M, x=1.0, v=0.0, N=mu.size)
+    r = ukb.simulate(M, q0, qd0, params={"mu": mu}, dt=1e-3, t_end=30.0, event_tol=1e-12)
+    assert list(r.status_name) == ["at_rest"] * 4
+    expected = [resting_position(1.0, m) for m in mu]
+    np.testing.assert_allclose(r.final["x"], expected, atol=1e-8)
+    # The same acceleration as `ukb accel --model FILE` (the same cached plugin).
+    a = ukb.accel(path, [0.4, 0.0], [0.3, 0.0], mu=0.25)
+    j = cli_json("accel", "--model", path, "--param", "mu=0.25", "--q", "0.4,0", "--qd", "0.3,0")
+    assert list(a.qdd) == j["qdd"]
+    np.testing.assert_allclose(a.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)

@@ -1,0 +1,134 @@
+"""ukb.run against `ukb run` (the same files for the same config, given as
+a dict or as a file), and its Ctrl-C: KeyboardInterrupt, a checkpoint, and a
+resume that ends with the files of an uninterrupted run."""
+import filecmp
+import json
+import os
+import signal
+import tomllib
+
+import numpy as np
+
+import ukb
+from conftest import cli
+
+
+def demo_text(source_dir, samples):
+    with open(os.path.join(source_dir, "examples", "ring_friction.toml")) as f:
+        text = f.read()
+    assert "samples = 100000" in text
+    return text.replace("samples = 100000", f"samples = {samples}").replace("chunk = 10000", "chunk = 500")
+
+
+def same_files(a, b, names=("results.csv", "results.npy", "summary.json", "trajectories.csv")):
+    for n in names:
+        assert filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False), n
+
+
+def test_run_of_a_dict_writes_the_files_of_ukb_run_with_the_same_config(tmp_path, source_dir):
+    text = demo_text(source_dir, 2000)
+    (tmp_path / "ring.toml").write_text(text)
+    cli("run", str(tmp_path / "ring.toml"), "--out", str(tmp_path / "cli"), "--quiet")
+    config = tomllib.loads(text)
+    table, summary = ukb.run(config, out=tmp_path / "py", progress=False)
+    same_files(tmp_path / "cli", tmp_path / "py")
+    # A path works as well, and without `out` nothing is written.
+    table2, summary2 = ukb.run(tmp_path / "ring.toml", progress=False)
+    assert not os.path.exists(tmp_path / "ring_friction_out")
+    assert (table == table2).all() and summary == summary2
+    # The table is results.csv's, the summary summary.json's.
+    with open(tmp_path / "cli" / "summary.json") as f:
+        assert summary == json.load(f)
+    rows = (tmp_path / "cli" / "results.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert list(table.dtype.names) == header and len(table) == 2000
+    first = dict(zip(header, rows[1].split(",")))
+    assert table["status"][0] == first["status"] and table["mu"][0] == float(first["mu"])
+    assert table["steps"].dtype == np.int64 and int(first["steps"]) == table["steps"][0]
+    df = table.to_pandas()
+    assert list(df.columns) == header and df["theta_final"].iloc[5] == table["theta_final"][5]
+
+
+def test_ctrl_c_stops_after_the_chunk_and_resume_gives_the_same_files(tmp_path, source_dir):
+    config = tomllib.loads(demo_text(source_dir, 2000))
+    ukb.run(config, out=tmp_path / "whole", progress=False)
+    seen = []
+
+    def interrupt(done, samples):
+        seen.append(done)
+        if done == 1000:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+
+    try:
+        ukb.run(config, out=tmp_path / "cut", progress=False, on_chunk=interrupt)
+        raise AssertionError("no KeyboardInterrupt")
+    except KeyboardInterrupt as e:
+        assert "1000 of 2000" in str(e) and "resume=True" in str(e)
+    assert seen == [500, 1000]
+    assert os.listdir(tmp_path / "cut") == ["checkpoint.ukb"]
+    table, _ = ukb.run(config, out=tmp_path / "cut", progress=False, resume=True)
+    same_files(tmp_path / "whole", tmp_path / "cut")
+    assert len(table) == 2000
+
+
+def test_an_exception_in_the_callback_stops_the_run_with_a_checkpoint(tmp_path, source_dir):
+    config = tomllib.loads(demo_text(source_dir, 1500))
+
+    def fail(done, samples):
+        raise RuntimeError("stop here")
+
+    try:
+        ukb.run(config, out=tmp_path / "x", progress=False, on_chunk=fail)
+        raise AssertionError("no exception")
+    except RuntimeError as e:
+        assert str(e) == "stop here"
+    assert os.listdir(tmp_path / "x") == ["checkpoint.ukb"]
+    table, _ = ukb.run(None, out=tmp_path / "x", progress=False, resume=True)
+    whole, _ = ukb.run(config, progress=False)
+    assert (table == whole).all()
+
+
+def long_ring_batch(N):
+    # Frictionless beads never rest: the batch runs until t_end.
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=np.linspace(0, 1, N))
+    return dict(model="bead_on_ring", q0=q0, qd0=qd0, params={"mu": 0.0}, dt=0.01)
+
+
+def test_ctrl_c_stops_simulate_with_keyboard_interrupt():
+    import threading
+
+    b = long_ring_batch(100)
+    # 1e6 steps per system: minutes if the signal were not seen.
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        ukb.simulate(b.pop("model"), b.pop("q0"), b.pop("qd0"), t_end=1e4, threads=1, **b)
+        raise AssertionError("no KeyboardInterrupt")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+
+
+def test_other_python_threads_run_while_simulate_works():
+    import threading
+
+    b = long_ring_batch(2000)
+    started = threading.Event()
+    box = {}
+
+    def work():
+        started.set()
+        box["r"] = ukb.simulate(b.pop("model"), b.pop("q0"), b.pop("qd0"), t_end=30.0, threads=1, **b)
+
+    t = threading.Thread(target=work)
+    t.start()
+    started.wait()
+    t.join(0.2)  # the worker is in the solver by now (6e6 system-steps take seconds)
+    # With the GIL held by the solver, this thread could not run on until
+    # the worker had finished.
+    n = sum(1 for _ in range(10000))
+    alive = t.is_alive()
+    t.join()
+    assert n == 10000 and alive
+    assert list(box["r"].status_name) == ["finished"] * 2000
