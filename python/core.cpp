@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -148,6 +149,7 @@ ukb::RunOptions run_options(const py::dict& o) {
   ukb::RunOptions r;
   for (auto [key, value] : o) {
     const std::string k = py::cast<std::string>(key);
+    try {
     if (k == "method") {
       const std::string m = py::cast<std::string>(value);
       auto parsed = ukb::parse_method(m);
@@ -177,6 +179,9 @@ ukb::RunOptions run_options(const py::dict& o) {
     else if (k == "dt_min") r.dt_min = py::cast<double>(value);
     else if (k == "dt_max") r.dt_max = py::cast<double>(value);
     else throw std::invalid_argument("unknown integrator option '" + k + "'");
+    } catch (const py::cast_error&) {
+      throw std::invalid_argument(k + ": " + std::string(py::str(py::repr(value))) + " has not the type the option takes");
+    }
   }
   ukb::check(r);
   return r;
@@ -244,7 +249,11 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
     }
   };
 
-  const long budget = record_every > 0 ? record_every : std::max(16L, 4000000L / long(N));
+  // Calls of the solver last about 0.1 s (a budget of steps that grows and
+  // shrinks with the time a call took), so that Ctrl-C is seen soon
+  // whatever the model costs; budgets never change results. With
+  // record_every, a call is record_every steps.
+  long budget = record_every > 0 ? record_every : 16;
   if (record_every > 0) record(nullptr);
   std::vector<char> moved(static_cast<std::size_t>(N));
   auto total_steps = [&] {
@@ -260,7 +269,13 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
       py::gil_scoped_release nogil;
       if (record_every > 0) snapshot();
       const std::int64_t before = total_steps();
+      const auto started = std::chrono::steady_clock::now();
       left = e->integrate(r, budget, eo);
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (record_every == 0) {
+        if (took < 0.05 && budget < (1L << 40)) budget *= 2;
+        else if (took > 0.4 && budget > 1) budget /= 2;
+      }
       have_rejected = adaptive;
       progress = total_steps() != before;
       if (record_every > 0) {
@@ -388,6 +403,8 @@ py::dict run(const std::string& text, const std::string& path, const std::string
       if (!on_chunk.is_none()) on_chunk(done, c.samples);
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     } catch (py::error_already_set& e) {
+      // The traceback joins the exception, which is raised again later.
+      if (e.trace()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());
       if (!raised) raised.emplace(std::move(e));
       stop.store(1);
     }
@@ -500,6 +517,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("simulate", &simulate);
   m.def("run", &run);
   m.def("read_results", &read_results);
+  m.def("integer_columns", [] {
+    std::vector<std::string> v{"sample"};
+    for (const ukb::FieldInfo& f : ukb::field_table)
+      if (f.column && !f.real) v.emplace_back(f.column);
+    return v;
+  });
   m.def("status_names", [] {
     std::vector<std::string> v;
     for (int s = 0; ukb::is_valid_status(s); ++s) v.push_back(ukb::run::status_name(static_cast<ukb::Status>(s)));

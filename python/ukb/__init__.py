@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -117,9 +118,13 @@ def _float_array(name, value, ndim_ok, shape_text):
         raise ValueError(f"{name}: expected {shape_text} of numbers, got {type(value).__name__} ({e})") from None
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{name}: expected {shape_text} of real numbers, got dtype {a.dtype}")
+    if a.dtype.kind == "f" and a.dtype.itemsize > 8:
+        raise TypeError(f"{name}: {a.dtype} would be rounded to float64; convert it yourself if that is meant")
     if a.ndim not in ndim_ok:
         raise ValueError(f"{name}: expected {shape_text}, got an array of shape {a.shape}")
-    return np.array(a, dtype=np.float64, order="C", copy=False)
+    if a.dtype.kind in "iu" and a.dtype.itemsize > 4 and a.size and np.abs(a).max() > 2 ** 53:
+        raise ValueError(f"{name}: {a.flat[np.argmax(np.abs(a))]} has no exact float64 value")
+    return np.asarray(a, dtype=np.float64, order="C")
 
 
 def _admissible(p, v):
@@ -138,6 +143,24 @@ def _first_bad(p, v, what, model):
         i = int(bad[0])
         raise ValueError(f"{what} '{p['name']}' of '{model}': system {i}: {v[i]!r} is not admissible "
                          f"(expected {p['range']}" + (f": {p['description']})" if p["description"] else ")"))
+
+
+def _integer(name, v, lo, hi, expect):
+    """v as an int in [lo, hi] (bool refused: True is not a count)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+        raise ValueError(f"{name}: expected {expect}, got {v!r}")
+    return int(v)
+
+
+def _real(name, v, ok, expect):
+    """v as a float where ok(v) (bool refused)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not ok(float(v)):
+        raise ValueError(f"{name}: expected {expect}, got {v!r}")
+    return float(v)
+
+
+_INT_MAX = 2 ** 31 - 1
+_LONG_MAX = 2 ** 63 - 1
 
 
 def _param_values(M, params, N, where):
@@ -170,12 +193,14 @@ def _param_values(M, params, N, where):
 # ---------------------------------------------------------------- accel
 
 
-def accel(model, q, qd, t=0.0, backend="cpu", *, rank_rtol=None, **params):
+def accel(model, q, qd, t=0.0, backend="cpu", *, rank_rtol=None, params=None, **kwparams):
     """One system evaluated: the outputs of `ukb accel` as a Result with
     qdd, Qc_ideal, Qc_nonideal, lambda (numpy arrays), rank, status,
-    constraint_residual and inconsistent. Parameters by name (**params);
-    the others keep their defaults."""
+    constraint_residual and inconsistent. Parameters by name (**kwparams,
+    or a dict params= for names such as t or q); the others keep their
+    defaults."""
     M = globals()["model"](model)
+    params = _merge(params, kwparams, "params")
     _backend(backend)
     qv = _float_array("q", q, (1,), f"an array of shape ({M.n},)")
     qdv = _float_array("qd", qd, (1,), f"an array of shape ({M.n},)")
@@ -183,37 +208,49 @@ def accel(model, q, qd, t=0.0, backend="cpu", *, rank_rtol=None, **params):
         if v.shape != (M.n,):
             raise ValueError(f"{name}: expected an array of shape ({M.n},) for '{M.name}' "
                              f"({', '.join(M.coords)}), got shape {v.shape}")
-    if not isinstance(t, numbers.Real) or not math.isfinite(t):
-        raise ValueError(f"t: expected a finite number, got {t!r}")
-    if rank_rtol is None:
-        rank_rtol = -1.0
-    elif not (isinstance(rank_rtol, numbers.Real) and 0 <= rank_rtol < 1):
-        raise ValueError(f"rank_rtol: expected a number in [0, 1), got {rank_rtol!r}")
+    t = _real("t", t, math.isfinite, "a finite number")
+    rank_rtol = -1.0 if rank_rtol is None else _real("rank_rtol", rank_rtol, lambda x: 0 <= x < 1, "a number in [0, 1)")
     values = _param_values(M, params, 1, "accel")[0]
     if rank_rtol < 0:
         rank_rtol = _core.default_rank_rtol()
-    return Result(_core.evaluate(M, backend, list(values), list(qv), list(qdv), float(t), float(rank_rtol)))
+    return Result(_core.evaluate(M, backend, list(values), list(qv), list(qdv), t, rank_rtol))
+
+
+def _merge(d, kw, name):
+    if d is None:
+        return dict(kw)
+    if not isinstance(d, dict):
+        raise TypeError(f"{name}: expected a dict of name -> value, got {type(d).__name__}")
+    both = set(d) & set(kw)
+    if both:
+        raise ValueError(f"{name}: {', '.join(sorted(both))} given twice (in {name}= and as a keyword)")
+    return {**d, **kw}
 
 
 # ---------------------------------------------------------------- initial states
 
 
-def initial_state(model, *, N=None, params=None, **quantities):
+def initial_state(model, *, N=None, params=None, quantities=None, **kwquantities):
     """q0, qd0 (arrays of shape (N, n)) from the model's natural initial
     quantities (e.g. bead_on_ring: theta, omega), each a number or an array
-    of shape (N,); quantities not given are 0. ValueError where a quantity
-    is not admissible or no consistent state exists."""
+    of shape (N,), by keyword or in a dict quantities=; those not given take
+    their defaults (model.initial: 0, or the first choice where 0 is not
+    one), as in a config's [initial] table. N: the number of systems (default: the
+    length of the arrays given, else 1). ValueError where a quantity is not
+    admissible or no consistent state exists."""
     M = globals()["model"](model)
     if not M.initial:
         raise ValueError(f"'{M.name}' has no natural initial quantities: give q0 and qd0 directly")
+    quantities = _merge(quantities, kwquantities, "quantities")
+    if params is not None and not isinstance(params, dict):
+        raise TypeError(f"params: expected a dict of parameter name -> value, got {type(params).__name__}")
     names = [p["name"] for p in M.initial]
     sizes = [np.size(v) for v in quantities.values() if np.ndim(v) > 0]
     sizes += [np.size(v) for v in (params or {}).values() if np.ndim(v) > 0]
-    if N is None:
-        N = max(sizes) if sizes else 1
-    if not isinstance(N, numbers.Integral) or N < 1:
-        raise ValueError(f"N: expected an integer >= 1, got {N!r}")
-    ic = np.zeros((N, len(names)))
+    N = _integer("N", max(sizes) if sizes else 1, 1, _INT_MAX, "an integer >= 1") if N is None else \
+        _integer("N", N, 1, _INT_MAX, "an integer in [1, 2^31 - 1]")
+    ic = np.empty((N, len(names)))
+    ic[:] = [p["default"] for p in M.initial]
     for key, value in quantities.items():
         if key not in names:
             hint = _core.closest_match(key, names)
@@ -283,45 +320,49 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     P = _param_values(M, params, N, "params")
     if t_end is None and steps is None:
         raise ValueError("simulate: give t_end or steps (or both): otherwise only the model's events could end it")
+    if not isinstance(method, str):
+        raise TypeError(f"method: expected 'rk4' or 'dopri5', got {type(method).__name__}")
     o = {"method": method, "events": bool(events)}
-
-    def number(key, v, ok, expect):
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not ok(float(v)):
-            raise ValueError(f"{key}: expected {expect}, got {v!r}")
-        o[key] = float(v)
-
-    number("dt", dt, lambda x: math.isfinite(x) and x >= 0, "a finite number > 0 (dopri5: >= 0, 0: automatic)")
+    t0 = _real("t0", t0, math.isfinite, "a finite number")
+    o["dt"] = _real("dt", dt, lambda x: math.isfinite(x) and x >= 0, "a finite number > 0 (dopri5: >= 0, 0: automatic)")
     if t_end is not None:
-        number("t_end", t_end, lambda x: not math.isnan(x), "a number > t0")
-        if not o["t_end"] > t0:
-            raise ValueError(f"t_end: expected a number > t0 = {t0!r}, got {t_end!r}")
+        o["t_end"] = _real("t_end", t_end, lambda x: x > t0, f"a number > t0 = {t0!r}")
     if steps is not None:
-        if not isinstance(steps, numbers.Integral) or steps < 1:
-            raise ValueError(f"steps: expected an integer >= 1, got {steps!r}")
-        o["max_steps"] = int(steps)
-    if not isinstance(t0, numbers.Real) or not math.isfinite(t0):
-        raise ValueError(f"t0: expected a finite number, got {t0!r}")
+        o["max_steps"] = _integer("steps", steps, 1, _LONG_MAX, "an integer >= 1")
     for key, v in (("rtol", rtol), ("dt_min", dt_min), ("dt_max", dt_max), ("event_tol", event_tol)):
         if v is not None:
-            number(key, v, lambda x: not math.isnan(x), "a number")
+            o[key] = _real(key, v, lambda x: not math.isnan(x), "a number")
     if atol is not None:
         o["atol"] = [float(x) for x in np.atleast_1d(_float_array("atol", atol, (0, 1), "a number or a list"))]
     if stabilization is not None:
         o["stabilization"] = stabilization
     for key, v in integrator.items():
-        o[key] = v
-    if record_every is not None and (not isinstance(record_every, numbers.Integral) or record_every < 1):
-        raise ValueError(f"record_every: expected an integer >= 1, got {record_every!r}")
-    if threads is not None and (not isinstance(threads, numbers.Integral) or threads < 0):
-        raise ValueError(f"threads: expected an integer >= 0 (0: all cores), got {threads!r}")
-    if chunk is not None and (not isinstance(chunk, numbers.Integral) or chunk < 1):
-        raise ValueError(f"chunk: expected an integer >= 1, got {chunk!r}")
-    if initial_tol is not None and M.hooks["residual"]:
-        _check_initial(M, P, q, qd, float(t0), float(initial_tol))
-    d = _core.simulate(M, backend, P, q, qd, float(t0), o, int(threads or 0), int(chunk or 64), bool(simd),
-                       int(record_every or 0))
+        if key in _INTEGRATOR_OPTIONS and key not in o:
+            kind = _INTEGRATOR_OPTIONS[key]
+            if kind == "bool":
+                if not isinstance(v, (bool, np.bool_)):
+                    raise ValueError(f"{key}: expected True or False, got {v!r}")
+                v = bool(v)
+            elif kind == "int":
+                v = _integer(key, v, -_INT_MAX, _INT_MAX, "an integer")
+            else:
+                v = _real(key, v, lambda x: not math.isnan(x), "a number")
+        o[key] = v  # the C++ side refuses unknown options by name
+    record_every = 0 if record_every is None else _integer("record_every", record_every, 1, _LONG_MAX, "an integer >= 1")
+    threads = 0 if threads is None else _integer("threads", threads, 0, _INT_MAX, "an integer >= 0 (0: all cores)")
+    chunk = 64 if chunk is None else _integer("chunk", chunk, 1, _INT_MAX, "an integer >= 1")
+    if initial_tol is not None:
+        initial_tol = _real("initial_tol", initial_tol, lambda x: x >= 0, "a number >= 0, or None (no check)")
+        if M.hooks["residual"]:
+            _check_initial(M, P, q, qd, t0, initial_tol)
+    d = _core.simulate(M, backend, P, q, qd, t0, o, threads, chunk, bool(simd), record_every)
     d["status_name"] = np.array(STATUSES, dtype=object)[d["status"]].astype(str)
     return Result(d)
+
+
+_INTEGRATOR_OPTIONS = {"monitor": "bool", "rank_rtol": "real", "residual_limit": "real", "expected_rank": "int",
+                       "baumgarte_alpha": "real", "baumgarte_beta": "real", "baumgarte_gamma": "real",
+                       "projection_tol": "real", "projection_iters": "int"}
 
 
 def _check_initial(M, P, q, qd, t0, tol):
@@ -339,7 +380,7 @@ def _check_initial(M, P, q, qd, t0, tol):
 
 
 def _toml_value(v, where):
-    if isinstance(v, bool):
+    if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
     if isinstance(v, numbers.Integral):
         return str(int(v))
@@ -351,7 +392,7 @@ def _toml_value(v, where):
             return "inf" if x > 0 else "-inf"
         return repr(x)
     if isinstance(v, (str, os.PathLike)):
-        return json.dumps(os.fspath(v))  # a TOML basic string
+        return json.dumps(os.fspath(v), ensure_ascii=False)  # a TOML basic string
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{_toml_key(k, where)} = {_toml_value(x, f'{where}.{k}')}"
                                 for k, x in v.items()) + " }"
@@ -364,7 +405,7 @@ def _toml_value(v, where):
 def _toml_key(k, where):
     if not isinstance(k, str):
         raise TypeError(f"config: keys are strings; got {k!r} in '{where}'")
-    return json.dumps(k)
+    return json.dumps(k, ensure_ascii=False)
 
 
 def _toml(config):
@@ -383,10 +424,15 @@ class Table(np.ndarray):
     """The per-sample results of ukb.run: a numpy structured array with a
     column per field of results.csv ("status" as text), and to_pandas()."""
 
+    def __getitem__(self, key):
+        r = super().__getitem__(key)
+        # A column, or a reduction of one, is a plain ndarray (or scalar).
+        return r.view(np.ndarray) if isinstance(key, str) and isinstance(r, np.ndarray) else r
+
     def to_pandas(self):
         import pandas as pd  # optional dependency
 
-        return pd.DataFrame({name: np.asarray(self[name]) for name in self.dtype.names})
+        return pd.DataFrame({name: self[name] for name in self.dtype.names})
 
 
 def _progress_bar(total, enabled):
@@ -437,8 +483,8 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     """
     if backend is not None:
         _backend(backend)
-    if threads is not None and (not isinstance(threads, numbers.Integral) or threads < 0):
-        raise ValueError(f"threads: expected an integer >= 0 (0: all cores), got {threads!r}")
+    if threads is not None:
+        threads = _integer("threads", threads, 0, _INT_MAX, "an integer >= 0 (0: all cores)")
     if out is not None:
         out = os.fspath(out)
     from_file = False
@@ -466,8 +512,6 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
         nonlocal bar
         if bar is None:
             bar = _progress_bar(samples, progress) or False
-            if bar:
-                bar.n0 = done
         if bar:
             bar.update(done - getattr(bar, "last", 0))
             bar.last = done
@@ -475,16 +519,23 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
             on_chunk(done, samples)
 
     try:
-        d = _core.run(text, path, cdir, from_file, out_dir, backend, threads, bool(resume), tmp is not None, chunk)
-        if bar:
-            bar.close()
+        try:
+            d = _core.run(text, path, cdir, from_file, out_dir, backend, threads, bool(resume), tmp is not None,
+                          chunk)
+        finally:
+            if bar:
+                bar.close()
         raised = d.get("raised")
-        if raised is not None:
-            if isinstance(raised, KeyboardInterrupt) and d["interrupted"]:
+        if raised is not None and d["interrupted"]:
+            if isinstance(raised, KeyboardInterrupt):
                 where = (f"; its checkpoint is in {out_dir}: ukb.run(config, out={out_dir!r}, resume=True) "
                          "continues it") if tmp is None else " (out=None: nothing was kept)"
                 raise KeyboardInterrupt(f"ukb.run stopped after {d['done']} of {d['samples']} samples{where}")
             raise raised
+        if raised is not None and not isinstance(raised, KeyboardInterrupt):
+            raise raised  # from on_chunk, during the last chunk: the run completed (with out=, its files are there)
+        if raised is not None:
+            warnings.warn("ukb.run: Ctrl-C came during the last chunk; the run completed", RuntimeWarning, stacklevel=2)
         table = _read_table(out_dir, d)
         with open(os.path.join(out_dir, "summary.json")) as f:
             summary = json.load(f)
@@ -505,13 +556,15 @@ def _read_table(out_dir, d):
         for n in raw.dtype.names:
             t[n] = raw[n].astype(str) if raw.dtype[n].kind == "S" else raw[n]
         return t.view(Table)
-    r = _core.read_results(os.path.join(out_dir, "results.csv"))
-    names = list(r["names"])
-    cols = list(r["columns"])
+    csv = os.path.join(out_dir, "results.csv")
+    r = _core.read_results(csv)
+    with open(csv) as f:
+        header = f.readline().rstrip("\n").split(",")
+    columns = dict(zip(r["names"], r["columns"]))
     status = np.array(r["status"])
-    dtype = [(n, "<i8" if n in ("sample",) else "<f8") for n in names] + [("status", status.dtype)]
+    integer = set(_core.integer_columns())
+    dtype = [(n, status.dtype if n == "status" else "<i8" if n in integer else "<f8") for n in header]
     t = np.empty(len(status), dtype=dtype)
-    for n, c in zip(names, cols):
-        t[n] = c
-    t["status"] = status
+    for n in header:
+        t[n] = status if n == "status" else columns[n]
     return t.view(Table)

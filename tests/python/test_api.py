@@ -70,6 +70,15 @@ def test_accel_agrees_with_the_closed_form_and_with_the_cli(backend):
     assert np.linalg.norm(a - b) > 0.1
 
 
+def test_initial_quantities_not_given_take_their_defaults():
+    # two_link_arm's elbow is one of 1, -1, default 1: as in a config.
+    a = ukb.initial_state("two_link_arm", theta1=0.5)
+    b = ukb.initial_state("two_link_arm", theta1=0.5, elbow=1.0)
+    c = ukb.initial_state("two_link_arm", theta1=0.5, elbow=-1.0)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert not np.array_equal(a[0], c[0])
+
+
 def test_initial_state_puts_the_bead_on_the_ring_at_its_angle():
     th = np.linspace(-3, 3, 7)
     q, qd = ukb.initial_state("bead_on_ring", theta=th, omega=0.5, params={"R": 2.0})
@@ -84,13 +93,17 @@ def ring_config(samples, backend="cpu"):
             "initial": {"theta": 0.3, "omega": -0.2}}
 
 
-@pytest.mark.parametrize("backend,samples", [("cpu", 300), ("reference", 40)])
-def test_simulate_gives_bit_for_bit_the_results_of_the_cpp_driver(backend, samples):
-    table, _ = ukb.run(ring_config(samples, backend), progress=False)
+@pytest.mark.parametrize("backend,samples,method", [("cpu", 300, "rk4"), ("reference", 40, "rk4"),
+                                                  ("cpu", 100, "dopri5")])
+def test_simulate_gives_bit_for_bit_the_results_of_the_cpp_driver(backend, samples, method):
+    config = ring_config(samples, backend)
+    adaptive = {"rtol": 1e-8, "atol": 1e-10} if method == "dopri5" else {}
+    config["integrator"].update(method=method, **adaptive)
+    table, _ = ukb.run(config, progress=False)
     mu = table["mu"]
     q0, qd0 = ukb.initial_state("bead_on_ring", theta=0.3, omega=-0.2, N=mu.size)
     r = ukb.simulate("bead_on_ring", q0, qd0, params={"mu": mu}, dt=0.01, t_end=60.0, event_tol=1e-10,
-                     backend=backend)
+                     backend=backend, method=method, **adaptive)
     assert list(r.status_name) == list(table["status"])
     assert (table["status"] == "at_rest").sum() > samples // 2  # the events are exercised
     for col, mine in (("t_final", r.t), ("t_stop", r.t_stop), ("theta_final", r.final["theta"]),

@@ -58,6 +58,14 @@ CASES = [
     ("a config value of another type", lambda: ukb.run(ring_dict(samples="ten"), progress=False), ukb.ConfigError, ["samples", "integer"]),
     ("a config value Python cannot write", lambda: ukb.run(ring_dict(seed=object()), progress=False), TypeError, ["seed", "object"]),
     ("a config file that does not exist", lambda: ukb.run("no_such_config.toml", progress=False), ukb.ConfigError, ["no_such_config.toml"]),
+    ("a step count that is a bool", lambda: sim(steps=True), ValueError, ["steps", "True"]),
+    ("a thread count beyond int", lambda: sim(threads=2 ** 40), ValueError, ["threads", str(2 ** 40)]),
+    ("an integer with no exact double", lambda: ukb.accel("bead_on_ring", [2 ** 53 + 1, 0], [0, 0]), ValueError, ["q", str(2 ** 53 + 1), "exact"]),
+    ("an option of the wrong type", lambda: sim(monitor="no"), ValueError, ["monitor", "'no'"]),
+    ("an integer option out of range", lambda: sim(projection_iters=2 ** 40), ValueError, ["projection_iters"]),
+    ("a negative initial_tol", lambda: sim(initial_tol=-1.0), ValueError, ["initial_tol", "-1.0"]),
+    ("t0 that is text", lambda: sim(t0="x"), ValueError, ["t0", "'x'"]),
+    ("params that are not a dict", lambda: ukb.initial_state("bead_on_ring", params=[1, 2]), TypeError, ["params", "list"]),
     ("resume without out", lambda: ukb.run(ring_dict(), resume=True), ValueError, ["resume", "out"]),
 ]
 

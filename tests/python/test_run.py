@@ -25,7 +25,8 @@ def same_files(a, b, names=("results.csv", "results.npy", "summary.json", "traje
         assert filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False), n
 
 
-def test_run_of_a_dict_writes_the_files_of_ukb_run_with_the_same_config(tmp_path, source_dir):
+def test_run_of_a_dict_writes_the_files_of_ukb_run_with_the_same_config(tmp_path, source_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the config's output.dir would be
     text = demo_text(source_dir, 2000)
     (tmp_path / "ring.toml").write_text(text)
     cli("run", str(tmp_path / "ring.toml"), "--out", str(tmp_path / "cli"), "--quiet")
@@ -34,7 +35,7 @@ def test_run_of_a_dict_writes_the_files_of_ukb_run_with_the_same_config(tmp_path
     same_files(tmp_path / "cli", tmp_path / "py")
     # A path works as well, and without `out` nothing is written.
     table2, summary2 = ukb.run(tmp_path / "ring.toml", progress=False)
-    assert not os.path.exists(tmp_path / "ring_friction_out")
+    assert sorted(os.listdir(tmp_path)) == ["cli", "py", "ring.toml"]  # no ring_friction_out
     assert (table == table2).all() and summary == summary2
     # The table is results.csv's, the summary summary.json's.
     with open(tmp_path / "cli" / "summary.json") as f:
@@ -132,3 +133,41 @@ def test_other_python_threads_run_while_simulate_works():
     t.join()
     assert n == 10000 and alive
     assert list(box["r"].status_name) == ["finished"] * 2000
+
+
+def test_a_table_from_csv_alone_is_the_table_from_npy(tmp_path, source_dir):
+    config = tomllib.loads(demo_text(source_dir, 300))
+    both, _ = ukb.run(config, out=tmp_path / "both", progress=False)
+    config["output"]["formats"] = ["csv"]
+    csv, _ = ukb.run(config, out=tmp_path / "csv", progress=False)
+    assert not os.path.exists(tmp_path / "csv" / "results.npy")
+    assert csv.dtype.names == both.dtype.names
+    for n in both.dtype.names:
+        assert csv[n].dtype.kind == both[n].dtype.kind, n
+        np.testing.assert_array_equal(csv[n], both[n], err_msg=n)
+
+
+def test_a_stop_during_the_last_chunk_comes_too_late_and_the_run_completes(tmp_path, source_dir):
+    import warnings
+
+    config = tomllib.loads(demo_text(source_dir, 400))  # one chunk of 500
+    whole, _ = ukb.run(config, progress=False)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        table, _ = ukb.run(config, out=tmp_path / "a", progress=False,
+                           on_chunk=lambda d, s: os.kill(os.getpid(), signal.SIGINT))
+    assert any("last chunk" in str(x.message) for x in w)
+    assert (table == whole).all()
+
+    def fail(done, samples):
+        raise LookupError("from the callback")
+
+    try:
+        ukb.run(config, out=tmp_path / "b", progress=False, on_chunk=fail)
+        raise AssertionError("no exception")
+    except LookupError as e:
+        # The callback's own frame is in the traceback.
+        import traceback
+        assert "fail" in "".join(traceback.format_tb(e.__traceback__))
+    same_files(tmp_path / "a", tmp_path / "b")  # complete, no checkpoint
+    assert "checkpoint.ukb" not in os.listdir(tmp_path / "b")
