@@ -7,12 +7,14 @@ packages=(cmake make ninja-build g++ libeigen3-dev libgtest-dev libbenchmark-dev
           libcli11-dev nlohmann-json3-dev libtomlplusplus-dev librandom123-dev
           python3 python3-numpy python3-matplotlib python3-scipy
           python3-dev pybind11-dev python3-pytest python3-pandas python3-tqdm
+          libopenmpi-dev openmpi-bin
           clang libclang-rt-14-dev libomp-14-dev llvm-14)
 # clang, libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes), libomp-14-dev
 # (OpenMP for clang) and llvm-14 (llvm-symbolizer: stack traces in reports)
 # are for scripts/fuzz.sh. python3-dev and pybind11-dev build the Python
 # module; python3-pytest runs its tests; python3-pandas (Table.to_pandas) and
 # python3-tqdm (the progress bar) are optional for users, tested here.
+# libopenmpi-dev and openmpi-bin: distributed runs (mpirun -n P ukb run).
 
 missing=()
 for p in "${packages[@]}"; do

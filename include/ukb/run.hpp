@@ -29,6 +29,7 @@
 namespace ukb::run {
 
 struct Results;  // crosscheck.hpp
+class Cluster;   // the ranks of a distributed run (`mpirun -n P ukb run`), internal
 
 /// Bad input (config file, option, output directory): the message names the
 /// file, the key and what was expected. `ukb run` exits with code 2.
@@ -173,6 +174,11 @@ struct ExecuteOptions {
   /// with the other backend's results before they are compared, to plant
   /// an error.
   std::function<void(Results& other)> crosscheck_tamper = {};
+  /// The ranks of a distributed run (`mpirun -n P ukb run`, README "Runs on
+  /// a cluster"), set by the `ukb` executable when MPI launched it; every
+  /// rank calls execute, rank 0 writes the files, which are those of one
+  /// process. Null: one process.
+  Cluster* cluster = nullptr;
 };
 
 /// Counts of a finished (or interrupted) run.

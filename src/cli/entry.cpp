@@ -1,4 +1,17 @@
-// The `ukb` executable: the CLI itself is ukb_cli_main (main.cpp).
+// The `ukb` executable: the CLI itself is ukb_cli_main (main.cpp). Built
+// with MPI (UKB_ENABLE_MPI), a `ukb` that an MPI launcher started joins its
+// job: `mpirun -n P ukb run CONFIG` runs one ensemble on P ranks.
 #include "cli.hpp"
 
-int main(int argc, char** argv) { return ukb_cli_main(argc, argv); }
+#ifdef UKB_HAVE_MPI
+#include "ukb/mpi.hpp"
+#endif
+
+int main(int argc, char** argv) {
+#ifdef UKB_HAVE_MPI
+  const ukb::mpi::Session mpi(argc, argv);
+  return ukb_cli_main(argc, argv, mpi.cluster());
+#else
+  return ukb_cli_main(argc, argv);
+#endif
+}

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cluster.hpp"
 #include "files.hpp"
 #include "output.hpp"
 #include "ukb/config.hpp"
@@ -403,6 +404,11 @@ struct RunArgs {
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
+// The ranks of an MPI job, or null; only rank 0 speaks for the job (the
+// others print errors of their own only, and the signal's note never).
+ukb::run::Cluster* g_cluster = nullptr;
+bool g_silent_rank = false;
+
 extern "C" void on_stop_signal(int sig) {
   g_stop_signal.store(sig);
   // Say what the signal does (write(2) is async-signal-safe).
@@ -411,7 +417,7 @@ extern "C" void on_stop_signal(int sig) {
       "chunk or the outputs the run completes instead; a second signal ends the process at once, the "
       "last checkpoint stays)\n";
   const int saved = errno;
-  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  if (!g_silent_rank) (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
   errno = saved;
   std::signal(SIGINT, SIG_DFL);  // async-signal-safe
   std::signal(SIGTERM, SIG_DFL);
@@ -514,25 +520,29 @@ int cmd_run(const RunArgs& a) {
   ukb::run::Outcome o;
   try {
     o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
-                              .progress = !a.quiet && isatty(STDERR_FILENO),
+                              .progress = !a.quiet && !g_silent_rank && isatty(STDERR_FILENO),
                               .resume = !a.resume.empty(),
                               .stop = &g_stop_signal,
                               .after_chunk = {},
                               .crosscheck = cross,
                               .crosscheck_samples = cross_samples,
-                              .crosscheck_tamper = tamper});
+                              .crosscheck_tamper = tamper,
+                              .cluster = g_cluster});
   } catch (const ukb::run::ConfigError& e) {
     throw UsageError(e.what());
   } catch (const ukb::BackendUnavailable& e) {
     throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
   }
   if (o.interrupted) {
-    const int sig = g_stop_signal.load();
-    std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
-              << " of " << o.samples << " samples; checkpoint written to " << o.checkpoint
-              << "\n  continue with: ukb run --resume " << o.out_dir << "\n";
+    // In an MPI job a stop on any rank stops every rank (SIGTERM where none came here).
+    const int sig = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
+    if (!g_silent_rank)
+      std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
+                << " of " << o.samples << " samples; checkpoint written to " << o.checkpoint
+                << "\n  continue with: ukb run --resume " << o.out_dir << "\n";
     return 128 + sig;
   }
+  if (g_silent_rank) return 0;  // rank 0 reports the job
   long failed = 0;
   ukb::run::StdoutWriter w;
   std::ostream& out = w.stream();
@@ -582,7 +592,9 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 // The whole CLI; src/cli/entry.cpp's main calls it, and so does fuzz/fuzz_accel.cpp.
-int ukb_cli_main(int argc, char** argv) {
+int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
+  g_cluster = cluster;
+  g_silent_rank = cluster && cluster->rank() != 0;
   // Every message is printed through this: names from the command line or
   // a file cannot drive the terminal (escaped), and stay readable (long
   // ones shortened).
@@ -675,15 +687,16 @@ int ukb_cli_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (g_silent_rank) return 2;
     const std::string hint = unknown_option_hint(app, argc, argv);
     std::cerr << "ukb: " << printable(e.what()) << printable(hint)
               << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
     return 2;
   } catch (const UsageError& e) {
-    std::cerr << "ukb: " << printable(e.what()) << "\n";
+    if (!g_silent_rank) std::cerr << "ukb: " << printable(e.what()) << "\n";  // every rank has it: said once
     return 2;
   } catch (const ukb::run::ConfigError& e) {  // from a path that did not wrap it
-    std::cerr << "ukb: " << printable(e.what()) << "\n";
+    if (!g_silent_rank) std::cerr << "ukb: " << printable(e.what()) << "\n";
     return 2;
   } catch (const ukb::run::WriteError& e) {
     std::cerr << "ukb: " << printable(e.what()) << "\n";

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,6 +22,7 @@
 #include <unordered_map>
 
 #include "checkpoint.hpp"
+#include "cluster.hpp"
 #include "output.hpp"
 #include "stats.hpp"
 #include "table.hpp"
@@ -275,8 +278,157 @@ CrosscheckReport crosscheck_run(const Config& c, const ModelInfo& M2, const Tabl
                          std::string(to_string(other)));
 }
 
-Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned) {
+// ---------------------------------------------------------------- distributed runs (cluster.hpp)
+
+// The cluster of a distributed run, or null for one process.
+Cluster* cluster_of(const ExecuteOptions& o) { return o.cluster && o.cluster->size() > 1 ? o.cluster : nullptr; }
+
+// The CPU threads of a rank.
+int threads_of(const Config& c, const ExecuteOptions& o) {
+  const Cluster* cl = cluster_of(o);
+  return c.threads == 0 && cl ? cl->threads_hint() : c.threads;
+}
+
+// Block b of a distributed run whose first `done` samples are done: its
+// first sample and its count.
+std::pair<long, long> block_span(const Config& c, long done, long b) {
+  const long first = done + b * c.chunk;
+  return {first, std::min(c.chunk, c.samples - first)};
+}
+
+// The rows of the samples of [first, first + count) that are not recorded
+// (the recorded ones are rank 0's), integrated on e: their count, their
+// system-steps, then every column of the table that is not an input (the
+// inputs are drawn on every rank), then their statuses.
+std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
+                             long first, long count, std::unique_ptr<Ensemble>& e) {
+  std::vector<long> ids;
+  for (long s = first; s < first + count; ++s)
+    if (std::find(c.record.begin(), c.record.end(), s) == c.record.end()) ids.push_back(s);
+  const int N = static_cast<int>(ids.size());
+  Config sized = c;
+  sized.samples = N;
+  Table sub = make_table(sized);
+  double steps = 0;
+  if (N > 0) {
+    if (!e || e->size() != N) e = M.ensemble(N, c.backend);
+    std::vector<double> e0(ids.size());
+    for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
+    integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long) { steps += static_cast<double>(s); });
+    const Finals f(*e, sub);
+    for (int k = 0; k < N; ++k) append_row(sub, c, ids[std::size_t(k)], f, k, e0[std::size_t(k)]);
+  }
+  std::vector<char> out;
+  auto put = [&](const void* p, std::size_t bytes) {
+    const char* b = static_cast<const char*>(p);
+    out.insert(out.end(), b, b + bytes);
+  };
+  const std::int64_t rows = N;
+  put(&rows, 8);
+  put(&steps, 8);
+  for (const Column& col : sub.cols) {
+    if (col.input) continue;
+    if (col.integer) put(col.i.data(), col.i.size() * 8);
+    else put(col.d.data(), col.d.size() * 8);
+  }
+  put(sub.status.data(), sub.status.size() * 4);
+  return out;
+}
+
+// Appends block [first, first + count) to the table in sample order: the
+// recorded samples from `recorded`, the others from the block's rows.
+// Returns the block's system-steps.
+double merge_rows(Table& table, const Config& c, long first, long count, const std::vector<char>& rows,
+                  const std::function<double(long)>& recorded) {
+  std::int64_t N;
+  double steps;
+  std::memcpy(&N, rows.data(), 8);
+  std::memcpy(&steps, rows.data() + 8, 8);
+  std::size_t cols = 0;
+  for (const Column& col : table.cols) cols += !col.input;
+  if (rows.size() != 16 + static_cast<std::size_t>(N) * (cols * 8 + 4))
+    throw std::runtime_error("a block's rows from another rank have the wrong size");
+  const char* data = rows.data() + 16;
+  std::int64_t k = 0;
+  for (long s = first; s < first + count; ++s) {
+    if (std::find(c.record.begin(), c.record.end(), s) != c.record.end()) {
+      steps += recorded(s);
+      continue;
+    }
+    if (k >= N) throw std::runtime_error("a block from another rank has too few rows");
+    std::size_t j = 0;
+    for (Column& col : table.cols) {
+      if (col.input) continue;
+      const char* v = data + (j++ * static_cast<std::size_t>(N) + static_cast<std::size_t>(k)) * 8;
+      if (col.integer) {
+        std::int64_t x;
+        std::memcpy(&x, v, 8);
+        col.i.push_back(x);
+      } else {
+        double x;
+        std::memcpy(&x, v, 8);
+        col.d.push_back(x);
+      }
+    }
+    std::int32_t st;
+    std::memcpy(&st, data + cols * static_cast<std::size_t>(N) * 8 + static_cast<std::size_t>(k) * 4, 4);
+    table.status.push_back(st);
+    ++k;
+  }
+  return steps;
+}
+
+// A rank other than 0 of a distributed run: the same plan (every sample's
+// inputs drawn), then blocks as rank 0 hands them out; rank 0 has the table
+// and writes the files.
+Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
+  std::string error;
+  Table table;
+  const ModelInfo* M = c.model;
+  try {
+    if (o.crosscheck) throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
+    if (c.backend == Backend::cuda) {
+      std::string why;
+      if (cuda::device_count(&why) == 0)
+        throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why + "); expected reference or cpu");
+      if (!c.model_file.empty()) M = &load_model_file(c.model_file, {.cuda = true, .progress = false});
+    }
+    check_memory(c);
+    table = make_table(c);
+    draw_all(c, table);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::string first = cl.agree(error);
+  if (!first.empty()) throw ConfigError(first);
+  const long done = cl.broadcast(0);
+  cl.serve((c.samples - done + c.chunk - 1) / c.chunk);
+  const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
+  std::unique_ptr<Ensemble> e;
+  double busy = 0, blocks = 0;
+  for (long b; (b = cl.next_block()) >= 0;) {
+    const auto [start, count] = block_span(c, done, b);
+    const auto t0 = Clock::now();
+    cl.deliver(b, block_rows(c, *M, table, eo, start, count, e));
+    busy += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++blocks;
+    if (o.stop && o.stop->load() != 0) cl.stop();
+  }
+  cl.finish();
+  Outcome r;
+  r.samples = c.samples;
+  r.done = cl.broadcast(0);
+  cl.gather(busy);
+  cl.gather(blocks);
+  r.interrupted = r.done < c.samples;
+  return r;
+}
+
+Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned, bool& agreed) {
   const auto start = Clock::now();
+  Cluster* const cl = cluster_of(o);
+  if (cl && o.crosscheck)
+    throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
   if (c.backend == Backend::cuda) {
     std::string why;
     if (cuda::device_count(&why) == 0)
@@ -376,7 +528,13 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     out.remove_stale();
   };
 
-  const EngineOptions eo{.threads = c.threads, .simd = o.simd};
+  if (cl) {  // every rank's plan is made: the others learn where the work starts
+    const std::string first = cl->agree("");
+    agreed = true;
+    if (!first.empty()) throw ConfigError(first);
+    cl->broadcast(done);
+  }
+  const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
   // The recorded samples first, with their trajectories: their final states
   // join the table in sample order, and the chunks skip them.
   std::unique_ptr<Ensemble> recorded;
@@ -401,9 +559,75 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   const bool resumed_complete = o.resume && done == c.samples;  // only the outputs are left
   planned = true;
   Progress progress(o.progress, c.samples, done, system_steps);
+  // The outcome of a run stopped with its checkpoint written.
+  auto stopped = [&] {
+    progress.update(done, system_steps, true);
+    Outcome r;
+    r.interrupted = true;
+    r.done = done;
+    r.samples = c.samples;
+    r.checkpoint = ckpt_file.string();
+    r.out_dir = dir;
+    r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    return r;
+  };
   auto last_save = Clock::now();
   std::unique_ptr<Ensemble> e;
-  for (long first = done; first < c.samples; first += c.chunk) {
+  std::vector<double> ranks_busy, ranks_blocks;  // per rank, for run.json
+  double last_wait = 0;                          // rank 0's wait for the last blocks of the others
+  double merging = 0;                            // rank 0's time merging the others' rows
+  if (cl) {
+    // Blocks of c.chunk samples from `done`, handed out by the cluster: this
+    // rank's own and the others' rows merged in sample order.
+    const long done0 = done, blocks = (c.samples - done + c.chunk - 1) / c.chunk;
+    cl->serve(blocks);
+    long merged = 0;
+    double busy = 0, own = 0;
+    auto recorded_row = [&](long s) {
+      const int r = recorded_index(s);
+      append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
+      return static_cast<double>(recorded->i64(Field::steps)[r]);
+    };
+    auto merge = [&] {
+      std::vector<char> rows;
+      while (merged < blocks && cl->take(merged, rows)) {
+        const auto [first, count] = block_span(c, done0, merged);
+        const auto t0 = Clock::now();
+        system_steps += merge_rows(table, c, first, count, rows, recorded_row);
+        merging += std::chrono::duration<double>(Clock::now() - t0).count();
+        done = first + count;
+        ++merged;
+        progress.update(done, system_steps);
+        if (o.after_chunk) o.after_chunk(done);
+      }
+    };
+    for (long b; (b = cl->next_block()) >= 0;) {
+      const auto [first, count] = block_span(c, done0, b);
+      const auto t0 = Clock::now();
+      cl->deliver(b, block_rows(c, M, table, eo, first, count, e));
+      busy += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++own;
+      merge();
+      if (o.stop && o.stop->load() != 0) cl->stop();
+      if (done < c.samples &&
+          std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
+        save();
+        last_save = Clock::now();
+      }
+    }
+    const auto idle_from = Clock::now();
+    cl->finish();
+    merge();
+    cl->broadcast(done);
+    ranks_busy = cl->gather(busy);
+    ranks_blocks = cl->gather(own);
+    last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
+    if (done < c.samples) {  // stopped: the blocks merged so far are kept
+      save();
+      return stopped();
+    }
+  }
+  for (long first = done; !cl && first < c.samples; first += c.chunk) {
     const long count = std::min(c.chunk, c.samples - first);
     // The chunk's samples that are not recorded, in sample order.
     std::vector<long> ids;
@@ -439,15 +663,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       last_save = Clock::now();
     }
     if (stop) {
-      progress.update(done, system_steps, true);
-      Outcome r;
-      r.interrupted = true;
-      r.done = done;
-      r.samples = c.samples;
-      r.checkpoint = ckpt_file.string();
-      r.out_dir = dir;
-      r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-      return r;
+      return stopped();
     }
   }
   progress.update(done, system_steps, true);
@@ -497,12 +713,19 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r["config"] = nlohmann::json::parse(c.to_json());
     r["version"] = ukb::version;
     r["backend"] = std::string(to_string(c.backend));
-    r["threads"] = c.backend == Backend::cpu ? (c.threads > 0 ? c.threads : omp_get_max_threads()) : 1;
+    r["threads"] = c.backend == Backend::cpu ? (eo.threads > 0 ? eo.threads : omp_get_max_threads()) : 1;  // per rank
     r["seed"] = c.seed;
     r["samples"] = c.samples;
     r["status_counts"] = sum["status_counts"];
     r["wall_seconds"] = result.wall_s;
     r["system_steps"] = system_steps;
+    r["ranks"] = cl ? cl->size() : 1;
+    if (cl) {  // the load balance: each rank's time integrating its blocks
+      r["rank_busy_seconds"] = ranks_busy;
+      r["rank_blocks"] = ranks_blocks;
+      r["rank0_final_wait_seconds"] = last_wait;
+      r["rank0_merge_seconds"] = merging;
+    }
     if (cross)
       r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
     AtomicFile& f = out.open("run.json");
@@ -521,7 +744,9 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
 
 }  // namespace
 
-Outcome execute(const Config& c, const ExecuteOptions& o) {
+namespace {
+
+Outcome execute_one(const Config& c, const ExecuteOptions& o, bool& agreed) {
   const std::string dir = output_dir(c, o);
   bool planned = false;
   const fs::path ckpt = fs::path(dir) / checkpoint_name;
@@ -533,7 +758,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
            ": once the cause is fixed, continue with `ukb run --resume " + dir + "`";
   };
   try {
-    return execute_in(c, o, dir, planned);
+    return execute_in(c, o, dir, planned, agreed);
   } catch (const CompleteRunError& e) {
     throw WriteError(e.what());
   } catch (const WriteError& e) {
@@ -547,6 +772,21 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
                         "); expected fewer samples (split the run by seed)");
     throw ConfigError(c.path + ": out of memory during the run" + limit +
                       "; expected a smaller integrator.chunk or fewer samples" + kept());
+  }
+}
+
+
+}  // namespace
+
+Outcome execute(const Config& c, const ExecuteOptions& o) {
+  Cluster* const cl = cluster_of(o);
+  if (cl && cl->rank() != 0) return execute_rank(c, o, *cl);
+  bool agreed = false;
+  try {
+    return execute_one(c, o, agreed);
+  } catch (const std::exception& e) {
+    if (cl && !agreed) cl->agree(e.what());  // the other ranks wait for rank 0's plan: they stop too
+    throw;
   }
 }
 
