@@ -15,6 +15,13 @@ bool built();
 /// a sentence saying why, for error messages and skipped tests.
 int device_count(std::string* why = nullptr);
 
+/// Makes device k modulo device_count() the one the cuda backend of this
+/// process uses from now on (cudaSetDevice, for the calling thread: call it
+/// before the first ensemble). A distributed run gives each rank its index
+/// among the ranks of its node, so that one job drives every GPU of every
+/// node. False, with `*why` set, where there is no device.
+bool use_device(int k, std::string* why = nullptr);
+
 /// Evaluates the terms of a built-in model for one system on device 0, as a
 /// check that the model code runs as device code: M (n x n, row-major), Q
 /// (n), A (m x n, row-major), b (m), and C (n) from the given Qc_ideal (n) and

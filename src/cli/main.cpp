@@ -459,11 +459,26 @@ int cmd_run(const RunArgs& a) {
   if (!a.resume.empty() && !a.out.empty() && !same_dir(a.out, a.resume))
     throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
                      "'; expected no --out (or the same directory)");
-  try {
-    c = a.config.empty() ? ukb::run::resume_config(a.resume) : ukb::run::load_config(a.config);
-  } catch (const ukb::run::ConfigError& e) {
-    throw UsageError(e.what());
+  // In an MPI job every rank reads the config, rank 0 first: a model file
+  // is compiled once, into the cache the others then find it in (a cache
+  // on a shared file system; else once per node). An error any rank has is
+  // said once, by rank 0, and ends every rank with exit code 2.
+  std::string load_error;
+  auto load = [&] {
+    try {
+      c = a.config.empty() ? ukb::run::resume_config(a.resume) : ukb::run::load_config(a.config);
+    } catch (const ukb::run::ConfigError& e) {
+      load_error = e.what();
+    }
+  };
+  if (!g_silent_rank) load();
+  if (g_cluster) {
+    const std::string first = g_cluster->agree(load_error, false);  // rank 0's
+    if (!first.empty()) throw UsageError(first);
+    if (g_silent_rank) load();
+    load_error = g_cluster->agree(load_error, false);  // the others'
   }
+  if (!load_error.empty()) throw UsageError(load_error);
   if (threads >= 0) c.threads = threads;
   if (!a.backend.empty()) {
     const std::optional<ukb::Backend> b = ukb::parse_backend(a.backend);
@@ -595,6 +610,11 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
 int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
   g_cluster = cluster;
   g_silent_rank = cluster && cluster->rank() != 0;
+  // "ukb: ", or in an MPI job "ukb (rank k of P): " for the other ranks.
+  auto who = [&] {
+    return g_silent_rank ? "ukb (rank " + std::to_string(cluster->rank()) + " of " + std::to_string(cluster->size()) + "): "
+                         : std::string("ukb: ");
+  };
   // Every message is printed through this: names from the command line or
   // a file cannot drive the terminal (escaped), and stay readable (long
   // ones shortened).
@@ -693,19 +713,21 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
               << "\n(run `ukb --help` or `ukb SUBCOMMAND --help`)\n";
     return 2;
   } catch (const UsageError& e) {
-    if (!g_silent_rank) std::cerr << "ukb: " << printable(e.what()) << "\n";  // every rank has it: said once
+    // Bad input every rank has (agreed on) is said once; an error of one
+    // rank in the middle of a run, by that rank.
+    if (!g_silent_rank || g_cluster->engaged()) std::cerr << who() << printable(e.what()) << "\n";
     return 2;
   } catch (const ukb::run::ConfigError& e) {  // from a path that did not wrap it
-    if (!g_silent_rank) std::cerr << "ukb: " << printable(e.what()) << "\n";
+    if (!g_silent_rank || g_cluster->engaged()) std::cerr << who() << printable(e.what()) << "\n";
     return 2;
   } catch (const ukb::run::WriteError& e) {
-    std::cerr << "ukb: " << printable(e.what()) << "\n";
+    std::cerr << who() << printable(e.what()) << "\n";
     return 4;
   } catch (const std::bad_alloc&) {
-    std::cerr << "ukb: out of memory\n";
+    std::cerr << who() << "out of memory\n";
     return 3;
   } catch (const std::exception& e) {
-    std::cerr << "ukb: internal error: " << printable(e.what()) << "\n";
+    std::cerr << who() << "internal error: " << printable(e.what()) << "\n";
     return 3;
   }
   return 2;

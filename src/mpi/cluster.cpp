@@ -34,21 +34,25 @@ class MpiCluster final : public run::Cluster {
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
     MPI_Comm_size(local, &local_size_);
+    MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_free(&local);
   }
 
   ~MpiCluster() override {
-    // A rank that leaves a run before its end (an error) takes the job down:
-    // the others would wait for it for ever. The error was printed.
-    if (serving_ && !finished_) {
+    // A rank that leaves a run before its end (an error, printed by the CLI)
+    // takes the job down: the others would wait for it for ever. (With
+    // MPI_THREAD_MULTIPLE, legal while rank 0's service thread is in MPI.)
+    if (engaged_) {
       std::fprintf(stderr, "ukb run: rank %d of %d stopped before the end of the run; ending every rank "
                            "(the last checkpoint, if any, stays: ukb run --resume continues)\n", rank_, size_);
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
+    if (server_.joinable()) server_.join();
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
 
   int threads_hint() const override {
     if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) return 0;
@@ -56,9 +60,10 @@ class MpiCluster final : public run::Cluster {
     return static_cast<int>(std::max(1L, cores / std::max(1, local_size_)));
   }
 
-  std::string agree(const std::string& error) override {
+  std::string agree(const std::string& error, bool engage) override {
     int mine = error.empty() ? size_ : rank_, first = size_;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    engaged_ = engage && first == size_;
     if (first == size_) return "";
     std::string msg = rank_ == first ? error : std::string();
     long len = static_cast<long>(msg.size());
@@ -67,6 +72,9 @@ class MpiCluster final : public run::Cluster {
     MPI_Bcast(msg.data(), static_cast<int>(len), MPI_CHAR, first, MPI_COMM_WORLD);
     return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
   }
+
+  bool engaged() const override { return engaged_; }
+  void end() override { engaged_ = false; }
 
   long broadcast(long x) override {
     MPI_Bcast(&x, 1, MPI_LONG, 0, MPI_COMM_WORLD);
@@ -81,13 +89,15 @@ class MpiCluster final : public run::Cluster {
 
   void serve(long blocks) override {
     blocks_ = blocks;
+    next_ = 0;
+    stopped_ = false;
+    stop_sent_ = false;
+    rows_.clear();
     // UKB_MPI_BLOCKS=static: rank r takes blocks r, r + P, r + 2P, ... (a
     // fixed split, to measure what the dynamic one gains; README).
     const char* mode = std::getenv("UKB_MPI_BLOCKS");
     fixed_ = mode && std::strcmp(mode, "static") == 0;
     taken_.assign(static_cast<std::size_t>(size_), 0);
-    serving_ = true;
-    finished_ = false;
     if (rank_ == 0) server_ = std::thread([this] { loop(); });
   }
 
@@ -105,11 +115,11 @@ class MpiCluster final : public run::Cluster {
       rows_[block] = std::move(rows);
       return;
     }
+    if (rows.size() > static_cast<std::size_t>(INT_MAX) - 8)
+      throw std::runtime_error("a block's rows exceed 2 GB; expected a smaller integrator.chunk");
     std::vector<char> msg(8 + rows.size());
     std::memcpy(msg.data(), &block, 8);
     std::memcpy(msg.data() + 8, rows.data(), rows.size());
-    if (msg.size() > static_cast<std::size_t>(INT_MAX))
-      throw std::runtime_error("a block's rows exceed 2 GB; expected a smaller integrator.chunk");
     MPI_Send(msg.data(), static_cast<int>(msg.size()), MPI_BYTE, 0, rows_tag, MPI_COMM_WORLD);
   }
 
@@ -139,7 +149,6 @@ class MpiCluster final : public run::Cluster {
       long x = 0;
       MPI_Send(&x, 1, MPI_LONG, 0, done_tag, MPI_COMM_WORLD);
     }
-    finished_ = true;
   }
 
  private:
@@ -188,9 +197,9 @@ class MpiCluster final : public run::Cluster {
     }
   }
 
-  int rank_ = 0, size_ = 1, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
   long blocks_ = 0;
-  bool serving_ = false, finished_ = false, stop_sent_ = false, fixed_ = false;
+  bool engaged_ = false, stop_sent_ = false, fixed_ = false;
   std::vector<long> taken_;
   std::atomic<long> next_{0};
   std::atomic<bool> stopped_{false};
@@ -209,16 +218,21 @@ bool launched() {
 
 Session::Session(int& argc, char**& argv) {
   if (!launched()) return;
+  // Rank 0's service thread and its main thread take turns in MPI
+  // (SERIALIZED); MULTIPLE where there is, so that an error can end the job
+  // while the service thread waits in MPI.
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   initialized_ = true;
-  if (provided < MPI_THREAD_SERIALIZED) {
-    std::fprintf(stderr, "ukb: this MPI library does not support threads (MPI_THREAD_SERIALIZED); "
-                         "running each rank as a process of its own\n");
-    return;
-  }
-  int size = 1;
+  int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size > 1 && provided < MPI_THREAD_SERIALIZED) {
+    if (rank == 0)
+      std::fprintf(stderr, "ukb: this MPI library gives no thread support (MPI_THREAD_SERIALIZED), which "
+                           "distributed runs need; run one process, or use an MPI built with threads\n");
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
   if (size > 1) cluster_ = std::make_unique<MpiCluster>();
 }
 

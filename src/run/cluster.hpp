@@ -21,18 +21,28 @@ class Cluster {
   virtual ~Cluster() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// This rank's index among the ranks on its node (its GPU: cuda::use_device).
+  virtual int local_rank() const = 0;
   /// CPU threads per rank where the config says 0 (all cores): the node's
   /// cores shared by the ranks on it; 0 where OMP_NUM_THREADS decides.
   virtual int threads_hint() const = 0;
   /// Collective: every rank's setup error ("" for none) in, the first
   /// rank's error in rank order out, on every rank ("" when all are fine).
-  virtual std::string agree(const std::string& error) = 0;
+  /// With `engage`, from an agreement on "" until end() the ranks are
+  /// engaged in one run: a rank that leaves it early (an error) ends the
+  /// whole job, since the others would wait for it for ever.
+  virtual std::string agree(const std::string& error, bool engage) = 0;
+  /// Whether this rank is engaged in a run (see agree).
+  virtual bool engaged() const = 0;
+  /// The run's last collective is done: leaving is safe again.
+  virtual void end() = 0;
   /// Collective: rank 0's x on every rank.
   virtual long broadcast(long x) = 0;
   /// Collective: every rank's x, in rank order, on rank 0 (empty elsewhere).
   virtual std::vector<double> gather(double x) = 0;
-  /// After broadcast, on every rank: blocks 0 .. blocks-1 are to be
-  /// integrated; rank 0 starts handing them out and collecting their rows.
+  /// Right after the broadcast of the start, on every rank: blocks 0 ..
+  /// blocks-1 are to be integrated; rank 0 starts handing them out and
+  /// collecting their rows.
   virtual void serve(long blocks) = 0;
   /// The next block for this rank; -1 when none is left or a stop was asked for.
   virtual long next_block() = 0;

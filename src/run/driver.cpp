@@ -342,6 +342,7 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
                   const std::function<double(long)>& recorded) {
   std::int64_t N;
   double steps;
+  if (rows.size() < 16) throw std::runtime_error("a block's rows from another rank are truncated");
   std::memcpy(&N, rows.data(), 8);
   std::memcpy(&steps, rows.data() + 8, 8);
   std::size_t cols = 0;
@@ -375,6 +376,7 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
     table.status.push_back(st);
     ++k;
   }
+  if (k != N) throw std::runtime_error("a block from another rank has too many rows");
   return steps;
 }
 
@@ -389,7 +391,7 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
     if (o.crosscheck) throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
     if (c.backend == Backend::cuda) {
       std::string why;
-      if (cuda::device_count(&why) == 0)
+      if (cuda::device_count(&why) == 0 || !cuda::use_device(cl.local_rank(), &why))
         throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why + "); expected reference or cpu");
       if (!c.model_file.empty()) M = &load_model_file(c.model_file, {.cuda = true, .progress = false});
     }
@@ -399,7 +401,7 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const std::string first = cl.agree(error);
+  const std::string first = cl.agree(error, true);
   if (!first.empty()) throw ConfigError(first);
   const long done = cl.broadcast(0);
   cl.serve((c.samples - done + c.chunk - 1) / c.chunk);
@@ -420,6 +422,7 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
   r.done = cl.broadcast(0);
   cl.gather(busy);
   cl.gather(blocks);
+  cl.end();
   r.interrupted = r.done < c.samples;
   return r;
 }
@@ -431,7 +434,8 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
   if (c.backend == Backend::cuda) {
     std::string why;
-    if (cuda::device_count(&why) == 0)
+    // In a distributed run each rank of a node takes a GPU of its own.
+    if (cuda::device_count(&why) == 0 || (cl && !cuda::use_device(cl->local_rank(), &why)))
       throw ConfigError(c.path + ": key 'backend': cuda is not available here (" + why +
                         "); expected reference or cpu");
   }
@@ -529,10 +533,11 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   };
 
   if (cl) {  // every rank's plan is made: the others learn where the work starts
-    const std::string first = cl->agree("");
+    const std::string first = cl->agree("", true);
     agreed = true;
     if (!first.empty()) throw ConfigError(first);
     cl->broadcast(done);
+    cl->serve((c.samples - done + c.chunk - 1) / c.chunk);  // before the recorded samples: nobody waits
   }
   const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
   // The recorded samples first, with their trajectories: their final states
@@ -580,7 +585,6 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     // Blocks of c.chunk samples from `done`, handed out by the cluster: this
     // rank's own and the others' rows merged in sample order.
     const long done0 = done, blocks = (c.samples - done + c.chunk - 1) / c.chunk;
-    cl->serve(blocks);
     long merged = 0;
     double busy = 0, own = 0;
     auto recorded_row = [&](long s) {
@@ -621,6 +625,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     cl->broadcast(done);
     ranks_busy = cl->gather(busy);
     ranks_blocks = cl->gather(own);
+    cl->end();
     last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
     if (done < c.samples) {  // stopped: the blocks merged so far are kept
       save();
@@ -722,7 +727,9 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r["ranks"] = cl ? cl->size() : 1;
     if (cl) {  // the load balance: each rank's time integrating its blocks
       r["rank_busy_seconds"] = ranks_busy;
-      r["rank_blocks"] = ranks_blocks;
+      std::vector<long> blocks;
+      for (double b : ranks_blocks) blocks.push_back(std::lround(b));
+      r["rank_blocks"] = blocks;
       r["rank0_final_wait_seconds"] = last_wait;
       r["rank0_merge_seconds"] = merging;
     }
@@ -785,7 +792,7 @@ Outcome execute(const Config& c, const ExecuteOptions& o) {
   try {
     return execute_one(c, o, agreed);
   } catch (const std::exception& e) {
-    if (cl && !agreed) cl->agree(e.what());  // the other ranks wait for rank 0's plan: they stop too
+    if (cl && !agreed) cl->agree(e.what(), true);  // the other ranks wait for rank 0's plan: they stop too
     throw;
   }
 }

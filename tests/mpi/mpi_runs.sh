@@ -56,7 +56,8 @@ resume)
       ring.toml >long.toml
   "$ukb" run long.toml --out whole --quiet >/dev/null
   set +e
-  mpi 3 "$ukb" run long.toml --out cut --quiet >cut.out 2>cut.err &
+  # exec: $! is mpiexec itself, and the ranks are its children.
+  (exec "$mpiexec" --oversubscribe -n 3 "$ukb" run long.toml --out cut --quiet >cut.out 2>cut.err) &
   launcher=$!
   for _ in $(seq 1 500); do [ -f cut/checkpoint.ukb ] && break; sleep 0.01; done
   pkill -TERM -P "$launcher"
@@ -93,6 +94,17 @@ bad_config)
   cat held.err
   [ "$rc" -eq 2 ] || { echo "FAIL: exit code $rc, expected 2"; exit 1; }
   [ "$(grep -c 'holds the checkpoint' held.err)" -eq 1 ]
+  # An error of one rank only (its config file is missing: it is on a file
+  # system the others see, say): rank 0 says it, naming the rank.
+  set +e
+  "$mpiexec" --oversubscribe -n 2 "$ukb" run ring.toml --out one : -n 1 "$ukb" run missing.toml --out one \
+      >one.out 2>one.err
+  rc=$?
+  set -e
+  cat one.err
+  [ "$rc" -eq 2 ] || { echo "FAIL: exit code $rc, expected 2"; exit 1; }
+  [ "$(grep -c '^ukb: rank 2: .*missing.toml' one.err)" -eq 1 ] || { echo "FAIL: not said once by rank 0"; exit 1; }
+  [ ! -e one ] || { echo "FAIL: an output directory was left"; exit 1; }
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac

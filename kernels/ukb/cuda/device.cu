@@ -128,6 +128,17 @@ int device_count(std::string* why) {
   return count;
 }
 
+bool use_device(int k, std::string* why) {
+  const int count = device_count(why);
+  if (count == 0) return false;
+  const cudaError_t err = cudaSetDevice(((k % count) + count) % count);
+  if (err != cudaSuccess) {
+    if (why) *why = std::string("cannot use CUDA device ") + std::to_string(k % count) + ": " + cudaGetErrorString(err);
+    return false;
+  }
+  return true;
+}
+
 bool evaluate_terms(const std::string& model, const double* params, const double* q,
                     const double* qd, double t, const double* Qc_ideal, const double* lambda,
                     double* M, double* Q, double* A, double* b, double* C, std::string* why) {
