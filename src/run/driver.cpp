@@ -296,15 +296,25 @@ std::pair<long, long> block_span(const Config& c, long done, long b) {
   return {first, std::min(c.chunk, c.samples - first)};
 }
 
+// Whether sample s is recorded: `sorted` is the config's record list sorted.
+bool recorded_in(const std::vector<long>& sorted, long s) { return std::binary_search(sorted.begin(), sorted.end(), s); }
+
+std::vector<long> sorted_record(const Config& c) {
+  std::vector<long> r = c.record;
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
 // The rows of the samples of [first, first + count) that are not recorded
 // (the recorded ones are rank 0's), integrated on e: their count, their
 // system-steps, then every column of the table that is not an input (the
 // inputs are drawn on every rank), then their statuses.
 std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
                              long first, long count, std::unique_ptr<Ensemble>& e) {
+  const std::vector<long> record = sorted_record(c);
   std::vector<long> ids;
   for (long s = first; s < first + count; ++s)
-    if (std::find(c.record.begin(), c.record.end(), s) == c.record.end()) ids.push_back(s);
+    if (!recorded_in(record, s)) ids.push_back(s);
   const int N = static_cast<int>(ids.size());
   Config sized = c;
   sized.samples = N;
@@ -350,9 +360,10 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
   if (rows.size() != 16 + static_cast<std::size_t>(N) * (cols * 8 + 4))
     throw std::runtime_error("a block's rows from another rank have the wrong size");
   const char* data = rows.data() + 16;
+  const std::vector<long> record = sorted_record(c);
   std::int64_t k = 0;
   for (long s = first; s < first + count; ++s) {
-    if (std::find(c.record.begin(), c.record.end(), s) != c.record.end()) {
+    if (recorded_in(record, s)) {
       steps += recorded(s);
       continue;
     }
