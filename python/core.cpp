@@ -379,7 +379,8 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
 // returned.
 py::dict run(const std::string& text, const std::string& path, const std::string& dir, bool from_file,
              const std::string& out_dir, const std::optional<std::string>& backend, std::optional<int> threads,
-             bool resume, bool force_npy, const py::object& on_chunk) {
+             bool resume, bool force_npy, const py::object& on_chunk, const std::optional<std::string>& crosscheck,
+             long crosscheck_samples) {
   ukb::run::Config c;
   if (from_file) c = ukb::run::load_config(path);
   else if (text.empty() && resume) c = ukb::run::resume_config(out_dir);
@@ -397,6 +398,8 @@ py::dict run(const std::string& text, const std::string& path, const std::string
   o.out_dir = out_dir;
   o.resume = resume;
   o.stop = &stop;
+  if (crosscheck) o.crosscheck = backend_of(*crosscheck);
+  o.crosscheck_samples = crosscheck_samples;
   o.after_chunk = [&](long done) {
     py::gil_scoped_acquire gil;
     try {
@@ -422,6 +425,9 @@ py::dict run(const std::string& text, const std::string& path, const std::string
   d["status_counts"] = out.status_counts;
   d["wall_s"] = out.wall_s;
   d["out_dir"] = out.out_dir;
+  d["crosschecked"] = out.crosschecked;
+  d["crosscheck_pass"] = out.crosscheck_pass;
+  d["crosscheck_verdict"] = out.crosscheck_verdict;
   d["write_npy"] = c.write_npy;
   d["write_csv"] = c.write_csv;
   if (raised) {
@@ -429,6 +435,31 @@ py::dict run(const std::string& text, const std::string& path, const std::string
     d["raised_type"] = raised->type();
   }
   return d;
+}
+
+// Two tables of the same samples of a run of a config (text or file)
+// compared under the cross-check's rules (crosscheck.hpp); the report as
+// JSON text. A table: its numeric columns (names, values) and statuses.
+std::string compare(const std::string& text, const std::string& path, const std::string& dir, bool from_file,
+                    const std::vector<std::string>& names_a, const std::vector<std::vector<double>>& values_a,
+                    const std::vector<std::string>& status_a, const std::vector<std::string>& names_b,
+                    const std::vector<std::vector<double>>& values_b, const std::vector<std::string>& status_b,
+                    const std::string& label_a, const std::string& label_b) {
+  const ukb::run::Config c = from_file ? ukb::run::load_config(path)
+                                       : ukb::run::parse_config(text, ukb::run::ConfigSource{.path = path, .dir = dir});
+  auto results = [](const std::vector<std::string>& n, const std::vector<std::vector<double>>& v,
+                    const std::vector<std::string>& s) {
+    ukb::run::Results r;
+    r.names = n;
+    r.values = v;
+    r.status = s;
+    for (const auto& col : r.values)
+      if (col.size() != r.status.size()) throw std::invalid_argument("a table's columns differ in length");
+    return r;
+  };
+  return ukb::run::compare_results(c, results(names_a, values_a, status_a), results(names_b, values_b, status_b),
+                                   label_a, label_b)
+      .to_json();
 }
 
 py::dict read_results(const std::string& csv) {
@@ -517,6 +548,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("simulate", &simulate);
   m.def("run", &run);
   m.def("read_results", &read_results);
+  m.def("compare", &compare);
   m.def("integer_columns", [] {
     std::vector<std::string> v{"sample"};
     for (const ukb::FieldInfo& f : ukb::field_table)

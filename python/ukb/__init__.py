@@ -50,7 +50,7 @@ from . import _core  # noqa: E402
 from ._core import BackendUnavailable, ConfigError, Model, ModelFileError, WriteError  # noqa: E402,F401
 
 __version__ = _core.version
-__all__ = ["models", "model", "accel", "initial_state", "simulate", "run", "Result", "Table",
+__all__ = ["models", "model", "accel", "initial_state", "simulate", "run", "compare", "Result", "Table",
            "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable"]
 
 _BACKENDS = ("reference", "cpu", "cuda")
@@ -420,6 +420,48 @@ def _toml(config):
     return "\n".join(top + tables) + "\n"
 
 
+def _config_source(config, allow_none=False):
+    """(text, path, directory, from_file) of a config given as a dict, a
+    path, or None (allow_none: the checkpoint's)."""
+    if config is None:
+        if not allow_none:
+            raise ValueError("config: expected a dict or a path (None only with resume=True and out)")
+        return "", "", "", False
+    if isinstance(config, dict):
+        return _toml(config), "config (dict)", os.getcwd(), False
+    if isinstance(config, (str, os.PathLike)):
+        return "", os.fspath(config), "", True
+    raise TypeError(f"config: expected a dict or a path, got {type(config).__name__}")
+
+
+def _table_columns(name, t):
+    if not isinstance(t, np.ndarray) or t.dtype.names is None or "status" not in t.dtype.names \
+            or "sample" not in t.dtype.names:
+        raise TypeError(f"{name}: expected a table of ukb.run (a structured array with sample and status), "
+                        f"got {type(t).__name__}")
+    names = [n for n in t.dtype.names if n != "status"]
+    return names, [np.asarray(t[n], dtype=np.float64).tolist() for n in names], [str(s) for s in t["status"]]
+
+
+def compare(config, a, b, *, names=("a", "b")):
+    """Compares two results tables of the same samples of a run of `config`
+    (a dict or a path, as for ukb.run): the tables of ukb.run on two
+    backends, say, or of two versions. The rules of `ukb run --crosscheck`
+    (README, "Cross-checking backends in your CI": counters and statuses
+    exactly, event times to event_tol, states and energies to a tolerance
+    derived from the integrator), rows matched by `sample` (every sample of
+    b must be in a). Returns the report as a dict (crosscheck.json's
+    layout): "pass", "verdict", and per column max_abs, max_rel,
+    worst_over_tolerance, failures and the worst samples with their
+    inputs."""
+    text, path, cdir, from_file = _config_source(config)
+    na, va, sa = _table_columns("a", a)
+    nb, vb, sb = _table_columns("b", b)
+    if not (isinstance(names, (tuple, list)) and len(names) == 2 and all(isinstance(x, str) for x in names)):
+        raise ValueError(f"names: expected two labels, got {names!r}")
+    return json.loads(_core.compare(text, path, cdir, from_file, na, va, sa, nb, vb, sb, names[0], names[1]))
+
+
 class Table(np.ndarray):
     """The per-sample results of ukb.run: a numpy structured array with a
     column per field of results.csv ("status" as text), and to_pandas()."""
@@ -462,7 +504,8 @@ def _progress_bar(total, enabled):
         return Line()
 
 
-def run(config, *, out=None, backend=None, threads=None, progress=True, resume=False, on_chunk=None):
+def run(config, *, out=None, backend=None, threads=None, progress=True, resume=False, on_chunk=None,
+        crosscheck=None, crosscheck_samples=256):
     """The Monte Carlo driver of `ukb run`.
 
     config: a dict in the config file's schema (README, "Monte Carlo runs";
@@ -473,6 +516,12 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     override the config's. progress: a progress bar when stderr is a
     terminal or in a notebook (tqdm when installed, else a line).
     on_chunk(done, samples): called after every chunk.
+    crosscheck: another backend ("reference", "cpu", "cuda"): once the run
+    is complete, crosscheck_samples of its samples are integrated again
+    there and compared (`ukb run --crosscheck`; README, "Cross-checking
+    backends in your CI"); the report (crosscheck.json) is
+    summary["crosscheck"], with "pass" and "verdict", and a failure also
+    gives a RuntimeWarning.
 
     Returns (table, summary): the per-sample table (ukb.Table, a structured
     array; table.to_pandas()) and summary.json as a dict.
@@ -483,23 +532,16 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     """
     if backend is not None:
         _backend(backend)
+    if crosscheck is not None:
+        _backend(crosscheck)
+    crosscheck_samples = _integer("crosscheck_samples", crosscheck_samples, 1, 1000000, "an integer in [1, 1000000]")
     if threads is not None:
         threads = _integer("threads", threads, 0, _INT_MAX, "an integer >= 0 (0: all cores)")
     if out is not None:
         out = os.fspath(out)
-    from_file = False
-    if config is None:
-        if not (resume and out):
-            raise ValueError("config: expected a dict or a path (None only with resume=True and out)")
-        text, path, cdir = "", "", ""
-    elif isinstance(config, dict):
-        text, path, cdir = _toml(config), "config (dict)", os.getcwd()
-    elif isinstance(config, (str, os.PathLike)):
-        text, path, cdir, from_file = "", os.fspath(config), "", True
-    else:
-        raise TypeError(f"config: expected a dict or a path, got {type(config).__name__}")
     if resume and out is None:
         raise ValueError("resume: needs out, the directory of the interrupted run")
+    text, path, cdir, from_file = _config_source(config, allow_none=resume)
     tmp = None
     if out is None:
         tmp = tempfile.mkdtemp(prefix="ukb-run-")
@@ -521,7 +563,7 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     try:
         try:
             d = _core.run(text, path, cdir, from_file, out_dir, backend, threads, bool(resume), tmp is not None,
-                          chunk)
+                          chunk, crosscheck, crosscheck_samples)
         finally:
             if bar:
                 bar.close()
@@ -539,6 +581,11 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
         table = _read_table(out_dir, d)
         with open(os.path.join(out_dir, "summary.json")) as f:
             summary = json.load(f)
+        if d["crosschecked"]:
+            with open(os.path.join(out_dir, "crosscheck.json")) as f:
+                summary["crosscheck"] = json.load(f)
+            if not d["crosscheck_pass"]:
+                warnings.warn("ukb.run: " + d["crosscheck_verdict"], RuntimeWarning, stacklevel=2)
         return table, summary
     finally:
         if tmp is not None:

@@ -171,3 +171,30 @@ def test_a_stop_during_the_last_chunk_comes_too_late_and_the_run_completes(tmp_p
         assert "fail" in "".join(traceback.format_tb(e.__traceback__))
     same_files(tmp_path / "a", tmp_path / "b")  # complete, no checkpoint
     assert "checkpoint.ukb" not in os.listdir(tmp_path / "b")
+
+
+def test_cross_checks_from_python_pass_and_a_planted_error_fails_naming_its_sample():
+    import warnings
+
+    config = {"model": "bead_on_ring", "samples": 300, "seed": 4,
+              "integrator": {"dt": 0.01, "t_end": 60.0, "event_tol": 1e-10},
+              "params": {"mu": {"dist": "uniform", "min": 0.05, "max": 0.5}}}
+    # ukb.run with a cross-check: the report joins the summary.
+    table, summary = ukb.run(config, progress=False, crosscheck="reference", crosscheck_samples=40)
+    assert summary["crosscheck"]["pass"] and summary["crosscheck"]["samples"] == 40
+    # ukb.compare of two finished tables under the same rules.
+    on_reference, _ = ukb.run(dict(config, backend="reference"), progress=False)
+    report = ukb.compare(config, table, on_reference, names=("cpu", "reference"))
+    assert report["pass"] and report["samples"] == 300 and "cpu against reference" in report["verdict"]
+    planted = on_reference.copy()
+    planted["theta_final"][7] += 1e-6  # far above rounding, far below the physics
+    report = ukb.compare(config, table, planted)
+    assert not report["pass"]
+    failed = [c for c in report["columns"] if not c["pass"]]
+    assert [c["column"] for c in failed] == ["theta_final"]
+    assert failed[0]["failures"] == 1 and failed[0]["worst"][0]["sample"] == 7
+    assert failed[0]["worst"][0]["inputs"]["mu"] == table["mu"][7]
+    # A failing cross-check of a run warns (and says so in the summary).
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("error")
+        ukb.run(config, progress=False, crosscheck="reference", crosscheck_samples=10)  # passes: no warning
