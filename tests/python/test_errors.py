@@ -105,8 +105,8 @@ def test_nothing_leaks_over_a_thousand_calls():
     mu = np.full(2000, 0.3)
     refs = [sys.getrefcount(x) for x in (q0, qd0, mu)]
 
-    def calls():
-        for _ in range(1000):
+    def calls(n=1000):
+        for _ in range(n):
             r = ukb.simulate("bead_on_ring", q0, qd0, params={"mu": mu}, dt=0.01, steps=1, record_every=1)
             assert r.q.shape == (2000, 2)
             e = ukb.accel("bead_on_ring", q0[0], qd0[0], mu=0.3)
@@ -114,7 +114,7 @@ def test_nothing_leaks_over_a_thousand_calls():
             with pytest.raises(ValueError):
                 ukb.accel("bead_on_ring", q0[0], qd0[0], mu=-1)
 
-    calls()  # warm-up: caches, lazily allocated pools
+    calls(100)  # warm-up: caches, lazily allocated pools
     gc.collect()
     objects, rss = len(gc.get_objects()), rss_bytes()
     calls()

@@ -120,12 +120,12 @@ def test_other_python_threads_run_while_simulate_works():
 
     def work():
         started.set()
-        box["r"] = ukb.simulate(b.pop("model"), b.pop("q0"), b.pop("qd0"), t_end=30.0, threads=1, **b)
+        box["r"] = ukb.simulate(b.pop("model"), b.pop("q0"), b.pop("qd0"), t_end=15.0, threads=1, **b)
 
     t = threading.Thread(target=work)
     t.start()
     started.wait()
-    t.join(0.2)  # the worker is in the solver by now (6e6 system-steps take seconds)
+    t.join(0.2)  # the worker is in the solver by now (3e6 system-steps take about a second)
     # With the GIL held by the solver, this thread could not run on until
     # the worker had finished.
     n = sum(1 for _ in range(10000))
