@@ -311,11 +311,7 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
   for (const ukb::FieldInfo& f : ukb::field_table) {
     if (!f.column || f.field == Field::t_stop) continue;
     if (f.role != ukb::FieldRole::monitor && f.role != ukb::FieldRole::adaptive) continue;
-    const bool wanted = f.when == ukb::ColumnWhen::always ||
-                        (f.when == ukb::ColumnWhen::monitored && M.has_residual && r.monitor) ||
-                        (f.when == ukb::ColumnWhen::projecting && r.stabilization == ukb::Stabilization::projection) ||
-                        (f.when == ukb::ColumnWhen::adaptive && adaptive);
-    if (!wanted) continue;
+    if (!ukb::column_written(M, r, f.when)) continue;  // the counters of results.csv
     if (f.real) counters[f.column] = view(e->real(f.field), {N}, {1}, keep);
     else if (f.bytes == 8) counters[f.column] = view(e->i64(f.field), {N}, {1}, keep);
     else counters[f.column] = view(e->i32(f.field), {N}, {1}, keep);

@@ -158,4 +158,14 @@ std::string printable(std::string_view text, std::size_t max_bytes, bool keep_ne
   return out;
 }
 
+bool column_written(const ModelInfo& M, const RunOptions& r, ColumnWhen when) {
+  switch (when) {
+    case ColumnWhen::always: return true;
+    case ColumnWhen::monitored: return M.has_residual && r.monitor;
+    case ColumnWhen::projecting: return r.stabilization == Stabilization::projection;
+    case ColumnWhen::adaptive: return r.method == Method::dopri5;
+  }
+  return false;
+}
+
 }  // namespace ukb

@@ -149,6 +149,12 @@ struct ModelInfo {
   std::vector<double> defaults() const;
 };
 
+/// Whether the results columns of kind `when` (fields.hpp: a field's
+/// `when`) are written for a run of model M with options r: always;
+/// `monitored` where M has `residual` and r monitors; `projecting` with
+/// stabilisation by projection; `adaptive` with dopri5.
+bool column_written(const ModelInfo& M, const RunOptions& r, ColumnWhen when);
+
 /// Every built-in model, in a fixed order.
 const std::vector<ModelInfo>& all_models();
 

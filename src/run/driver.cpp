@@ -310,7 +310,8 @@ std::vector<long> sorted_record(const Config& c) {
 // system-steps, then every column of the table that is not an input (the
 // inputs are drawn on every rank), then their statuses.
 std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
-                             long first, long count, std::unique_ptr<Ensemble>& e) {
+                             long first, long count, std::unique_ptr<Ensemble>& e,
+                             const std::function<void(std::int64_t steps, long active)>& each = {}) {
   const std::vector<long> record = sorted_record(c);
   std::vector<long> ids;
   for (long s = first; s < first + count; ++s)
@@ -324,7 +325,10 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
     if (!e || e->size() != N) e = M.ensemble(N, c.backend);
     std::vector<double> e0(ids.size());
     for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
-    integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long) { steps += static_cast<double>(s); });
+    integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long active) {
+      steps += static_cast<double>(s);
+      if (each) each(s, active);
+    });
     const Finals f(*e, sub);
     for (int k = 0; k < N; ++k) append_row(sub, c, ids[std::size_t(k)], f, k, e0[std::size_t(k)]);
   }
@@ -390,6 +394,38 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
   if (k != N) throw std::runtime_error("a block from another rank has too many rows");
   return steps;
 }
+
+// The blocks of a run in one process: handed out in order, each taken back
+// as soon as it is delivered, so that one process and the ranks of a
+// distributed run share one loop (execute_in).
+class LocalBlocks final : public Cluster {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int threads_hint() const override { return 0; }
+  std::string agree(const std::string& error, bool) override { return error; }
+  bool engaged() const override { return false; }
+  void end() override {}
+  long broadcast(long x) override { return x; }
+  std::vector<double> gather(double x) override { return {x}; }
+  void serve(long blocks) override { blocks_ = blocks, next_ = 0, stopped_ = false; }
+  long next_block() override { return !stopped_ && next_ < blocks_ ? next_++ : -1; }
+  void deliver(long block, std::vector<char> rows) override { block_ = block, rows_ = std::move(rows); }
+  void stop() override { stopped_ = true; }
+  bool take(long block, std::vector<char>& rows) override {
+    if (block != block_) return false;
+    rows = std::move(rows_);
+    block_ = -1;
+    return true;
+  }
+  void finish() override {}
+
+ private:
+  long blocks_ = 0, next_ = 0, block_ = -1;
+  bool stopped_ = false;
+  std::vector<char> rows_;
+};
 
 // A rank other than 0 of a distributed run: the same plan (every sample's
 // inputs drawn), then blocks as rank 0 hands them out; rank 0 has the table
@@ -592,10 +628,14 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   std::vector<double> ranks_busy, ranks_blocks;  // per rank, for run.json
   double last_wait = 0;                          // rank 0's wait for the last blocks of the others
   double merging = 0;                            // rank 0's time merging the others' rows
-  if (cl) {
-    // Blocks of c.chunk samples from `done`, handed out by the cluster: this
-    // rank's own and the others' rows merged in sample order.
+  {
+    // Blocks of c.chunk samples from `done`, handed out in order in one
+    // process, or by the cluster to its ranks: this process's own rows and
+    // the others' merged in sample order.
+    LocalBlocks local;
+    Cluster& work = cl ? *cl : static_cast<Cluster&>(local);
     const long done0 = done, blocks = (c.samples - done + c.chunk - 1) / c.chunk;
+    if (!cl) work.serve(blocks);  // a cluster serves from the handshake on
     long merged = 0;
     double busy = 0, own = 0;
     auto recorded_row = [&](long s) {
@@ -605,7 +645,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     };
     auto merge = [&] {
       std::vector<char> rows;
-      while (merged < blocks && cl->take(merged, rows)) {
+      while (merged < blocks && work.take(merged, rows)) {
         const auto [first, count] = block_span(c, done0, merged);
         const auto t0 = Clock::now();
         system_steps += merge_rows(table, c, first, count, rows, recorded_row);
@@ -616,14 +656,18 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
         if (o.after_chunk) o.after_chunk(done);
       }
     };
-    for (long b; (b = cl->next_block()) >= 0;) {
+    for (long b; (b = work.next_block()) >= 0;) {
       const auto [first, count] = block_span(c, done0, b);
       const auto t0 = Clock::now();
-      cl->deliver(b, block_rows(c, M, table, eo, first, count, e));
+      double partial = 0;  // the block's steps so far, for the progress line
+      work.deliver(b, block_rows(c, M, table, eo, first, count, e, [&](std::int64_t steps, long active) {
+                     partial += static_cast<double>(steps);
+                     progress.update(first + count - active, system_steps + partial);
+                   }));
       busy += std::chrono::duration<double>(Clock::now() - t0).count();
       ++own;
       merge();
-      if (o.stop && o.stop->load() != 0) cl->stop();
+      if (o.stop && o.stop->load() != 0) work.stop();
       if (done < c.samples &&
           std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
         save();
@@ -631,54 +675,17 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       }
     }
     const auto idle_from = Clock::now();
-    cl->finish();
+    work.finish();
     merge();
-    cl->broadcast(done);
-    ranks_busy = cl->gather(busy);
-    ranks_blocks = cl->gather(own);
-    cl->end();
-    last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
+    if (cl) {
+      cl->broadcast(done);
+      ranks_busy = cl->gather(busy);
+      ranks_blocks = cl->gather(own);
+      cl->end();
+      last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
+    }
     if (done < c.samples) {  // stopped: the blocks merged so far are kept
       save();
-      return stopped();
-    }
-  }
-  for (long first = done; !cl && first < c.samples; first += c.chunk) {
-    const long count = std::min(c.chunk, c.samples - first);
-    // The chunk's samples that are not recorded, in sample order.
-    std::vector<long> ids;
-    for (long s = first; s < first + count; ++s)
-      if (recorded_index(s) < 0) ids.push_back(s);
-    const int N = static_cast<int>(ids.size());
-    std::vector<double> e0(ids.size());
-    if (N > 0) {
-      if (!e || e->size() != N) e = M.ensemble(N, c.backend);
-      for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
-      integrate_until_done(*e, c.run, eo, [&](std::int64_t steps, long active) {
-        system_steps += static_cast<double>(steps);
-        progress.update(done + count - active, system_steps);
-      });
-    }
-    const Finals finals = N > 0 ? Finals(*e, table) : Finals(*recorded, table);
-    for (long s = first, k = 0; s < first + count; ++s) {
-      const int r = recorded_index(s);
-      if (r >= 0) {
-        append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
-        system_steps += static_cast<double>(recorded->i64(Field::steps)[r]);
-      } else {
-        append_row(table, c, s, finals, static_cast<int>(k), e0[std::size_t(k)]);
-        ++k;
-      }
-    }
-    done += count;
-    if (o.after_chunk) o.after_chunk(done);
-    if (done == c.samples) break;
-    const bool stop = o.stop && o.stop->load() != 0;
-    if (stop || std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
-      save();
-      last_save = Clock::now();
-    }
-    if (stop) {
       return stopped();
     }
   }

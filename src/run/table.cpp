@@ -12,15 +12,7 @@ Column& add(Table& t, std::string name, bool integer, std::size_t reserve) {
   return t.cols.back();
 }
 
-bool written(const Config& c, ColumnWhen when) {
-  switch (when) {
-    case ColumnWhen::always: return true;
-    case ColumnWhen::monitored: return c.model->has_residual && c.run.monitor;
-    case ColumnWhen::projecting: return c.run.stabilization == Stabilization::projection;
-    case ColumnWhen::adaptive: return c.run.method == Method::dopri5;
-  }
-  return false;
-}
+bool written(const Config& c, ColumnWhen when) { return column_written(*c.model, c.run, when); }
 
 }  // namespace
 
