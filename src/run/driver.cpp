@@ -657,7 +657,8 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       }
     };
     for (long b; (b = work.next_block()) >= 0;) {
-      const auto [first, count] = block_span(c, done0, b);
+      const std::pair<long, long> span = block_span(c, done0, b);
+      const long first = span.first, count = span.second;  // (a lambda below uses them: no structured binding)
       const auto t0 = Clock::now();
       double partial = 0;  // the block's steps so far, for the progress line
       work.deliver(b, block_rows(c, M, table, eo, first, count, e, [&](std::int64_t steps, long active) {
