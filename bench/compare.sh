@@ -25,7 +25,7 @@ sizes=${UKB_BENCH_SIZES:-1000|100000}
 out=${1:-bench/results/$(date +%F)}
 mkdir -p "$out"
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=OFF >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=OFF -DUKB_BUILD_BASELINE=ON >/dev/null
 cmake --build "$build" -j2 --target ukb_bench_workloads ukb_bench_baseline_eigen ukb_flops
 bin=$build/bin
 py=/usr/bin/python3
