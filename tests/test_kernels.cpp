@@ -3,6 +3,7 @@
 // pseudo-inverse against the reference's SVD, near-singular matrices.
 #include "support.hpp"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/models/planar_chain.hpp"
 
 namespace ukb::test {
 namespace {
@@ -226,7 +227,7 @@ TEST(Kernels, PinvGramRouteRespectsALargeRankTolerance) {
 
 // kappa(G) = 20^2 = 400: beyond what a float Gram matrix could certify
 // (eps^{-1/3} = 200), well within the double Gram route's 1.6e5 (the bound
-// trace(G) ||L^{-1}||_F^2 is at most M^2 * 400). The float route computes
+// is at most M^2 * 400). The float route computes
 // G, its factor and the solves in double: B^+ and (B B^T)^+ of the float
 // matrix to float accuracy, as float Jacobi gets them.
 template <int M, int N>
@@ -268,8 +269,63 @@ void check_float_gram_in_double(Rng& rng) {
 
 TEST(Kernels, PinvInFloatTakesTheGramRouteInDoubleWhereCertified) {
   Rng rng(66);
-  check_float_gram_in_double<6, 12>(rng);   // after the float attempt
-  check_float_gram_in_double<12, 24>(rng);  // directly (more than 10 rows)
+  check_float_gram_in_double<6, 12>(rng);
+  check_float_gram_in_double<12, 24>(rng);
+}
+
+// The certificate's bound min(trace G, ||G||_inf) min(||L^-1||_F^2,
+// ||L^-1||_1 ||L^-1||_inf) is never below kappa(G): a B whose kappa(G) is
+// just above the limit (200 in float, 1.6e5 in double) never takes the
+// Gram route in that arithmetic, whatever its singular vectors.
+template <int M, int N>
+void check_bound_holds(Rng& rng) {
+  for (int trial = 0; trial < 50; ++trial) {
+    const MatrixXd Bd = with_singular_values(rng, M, N, std::sqrt(1.05 * 1.6e5), 0);
+    Eigen::Matrix<double, M, N, Eigen::RowMajor> Br = Bd;
+    kernels::PseudoInverse<M, N, double> d;
+    d.factor(Br.data(), 1e-10);
+    EXPECT_FALSE(d.gram) << M << "x" << N << " trial " << trial;
+    const Eigen::Matrix<float, M, N, Eigen::RowMajor> Bf =
+        with_singular_values(rng, M, N, std::sqrt(1.05 * 200), 0).template cast<float>();
+    kernels::PseudoInverse<M, N, float> f;
+    f.factor(Bf.data(), 1e-5f);
+    EXPECT_TRUE(!f.gram || f.gram_wide) << M << "x" << N << " trial " << trial;
+  }
+}
+
+TEST(Kernels, PinvCertificateBoundIsNeverBelowTheCondition) {
+  Rng rng(67);
+  check_bound_holds<2, 4>(rng);
+  check_bound_holds<6, 12>(rng);
+  check_bound_holds<12, 24>(rng);
+}
+
+// And it is sharp where the structure allows: the 12-link chain's B = A
+// (m = 1) at the states of the W3 workload (angles in [-1, 1]) has kappa(G)
+// of a few tens (the Gershgorin and 1-inf norms follow G's band; the trace
+// and the Frobenius norm alone gave about 250), so float keeps the Gram
+// route in float.
+TEST(Kernels, PinvInFloatKeepsTwelveLinkChainsOnTheFloatGramRoute) {
+  using Mo = models::PlanarChain<float, 12>;
+  std::mt19937_64 g(68);
+  std::uniform_real_distribution<double> angle(-1, 1);
+  for (int trial = 0; trial < 50; ++trial) {
+    float q[Mo::n], qd[Mo::n] = {}, A[Mo::m * Mo::n], b[Mo::m];
+    double x = 0, y = 0;
+    for (int k = 0; k < 12; ++k) {
+      const double th = angle(g);
+      x += std::sin(th), y -= std::cos(th);
+      q[2 * k] = float(x), q[2 * k + 1] = float(y);
+    }
+    Mo::constraints(q, qd, 0.f, Mo::Params{}, A, b);
+    const Eigen::Map<const Eigen::Matrix<float, Mo::m, Mo::n, Eigen::RowMajor>> B(A);
+    const Eigen::JacobiSVD<MatrixXd> svd(B.cast<double>());
+    const double kappa = std::pow(svd.singularValues()(0) / svd.singularValues()(Mo::m - 1), 2);
+    ASSERT_LT(kappa, 100) << "guard: a well-conditioned chain, trial " << trial;
+    kernels::PseudoInverse<Mo::m, Mo::n, float> p;
+    p.factor(A, 1e-5f);
+    EXPECT_TRUE(p.gram && !p.gram_wide) << "trial " << trial << ", kappa(G) " << kappa;
+  }
 }
 
 TEST(Kernels, PinvInFloatKeepsDependentRowsOut) {

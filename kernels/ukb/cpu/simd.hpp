@@ -28,9 +28,15 @@ namespace ukb::cpu {
 
 namespace stdx = std::experimental;
 
-/// W values of T side by side.
+/// W values of T side by side: the target's own vector type where one holds
+/// exactly W values (AVX-512's 8 doubles or 16 floats, AVX2's 4 or 8, SSE2's
+/// 2 or 4; stdx::simd_abi::deduce_t), whose operations g++ inlines
+/// (libstdc++ marks them always_inline), else a fixed_size pack of several
+/// registers, whose operations g++ may call out of line. The same
+/// operations either way, so the same results; measured: W1 in float on
+/// AVX-512 1.3x faster as one register (bench/README.md).
 template <class T, int W>
-using Pack = stdx::fixed_size_simd<T, W>;
+using Pack = stdx::simd<T, stdx::simd_abi::deduce_t<T, W>>;
 
 /// Systems per pack for a model with n coordinates. Small models (n < 8):
 /// one of the widest vector registers the code is compiled for
@@ -52,9 +58,10 @@ inline constexpr int lane_width = n >= 8 && int(stdx::native_simd<T>::size()) < 
 namespace ukb::kernels {
 
 /// The lanes of a pack (lanes.hpp).
-template <class T, int W>
-struct Lanes<cpu::Pack<T, W>> {
-  using V = cpu::Pack<T, W>;
+template <class T, class Abi>
+struct Lanes<cpu::stdx::simd<T, Abi>> {
+  using V = cpu::stdx::simd<T, Abi>;
+  static constexpr int W = int(V::size());
   using Scalar = T;
   using Mask = typename V::mask_type;
   using Int = std::array<int, W>;
@@ -94,7 +101,7 @@ struct Lanes<cpu::Pack<T, W>> {
     // `where(m, r) = a` leaves r unchanged where the mask is an AVX-512
     // bitmask (g++ is right); a masked load is compiled right (Simd.* tests
     // check every lane against the scalar code).
-    alignas(64) T buf[W];
+    alignas(cpu::stdx::memory_alignment_v<V>) T buf[W];
     a.copy_to(buf, cpu::stdx::vector_aligned);
     V r = b;
     cpu::stdx::where(m, r).copy_from(buf, cpu::stdx::vector_aligned);
@@ -154,7 +161,7 @@ struct Lanes<cpu::Pack<T, W>> {
   /// x[k] <- the vectors src[l] side by side, k < K (src[l]: K values of lane l).
   template <int K>
   static void gather(V* x, const T* const* src) {
-    alignas(64) T buf[W];
+    alignas(cpu::stdx::memory_alignment_v<V>) T buf[W];
     for (int k = 0; k < K; ++k) {
       for (int l = 0; l < W; ++l) buf[l] = src[l][k];
       x[k].copy_from(buf, cpu::stdx::vector_aligned);
@@ -163,7 +170,7 @@ struct Lanes<cpu::Pack<T, W>> {
   /// The vectors dst[l] <- lane l of x[k], k < K.
   template <int K>
   static void scatter(const V* x, T* const* dst) {
-    alignas(64) T buf[W];
+    alignas(cpu::stdx::memory_alignment_v<V>) T buf[W];
     for (int k = 0; k < K; ++k) {
       x[k].copy_to(buf, cpu::stdx::vector_aligned);
       for (int l = 0; l < W; ++l) dst[l][k] = buf[l];
@@ -181,9 +188,9 @@ namespace ukb {
 
 /// `pick` and `ukb::math` on a pack (model.hpp): a select per lane, and the
 /// scalar sin and cos lane by lane, so that a lane rounds as the scalar.
-template <class T, int W>
-struct Arith<cpu::Pack<T, W>> {
-  using V = cpu::Pack<T, W>;
+template <class T, class Abi>
+struct Arith<cpu::stdx::simd<T, Abi>> {
+  using V = cpu::stdx::simd<T, Abi>;
   static V pick(const typename V::mask_type& c, const V& a, const V& b) {
     return kernels::Lanes<V>::select(c, a, b);
   }
@@ -234,10 +241,11 @@ struct PackedParams<Mo, V, true> {
 /// `nonideal` on the pack where the model allows it (PackInputs), else each
 /// lane's system in turn in scalar code, through buffers that the packs load
 /// from and store to.
-template <Model Mo, int W>
-struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
+template <Model Mo, class Abi>
+struct ModelLanes<Mo, cpu::stdx::simd<typename Mo::Scalar, Abi>> {
   using T = typename Mo::Scalar;
-  using V = cpu::Pack<T, W>;
+  using V = cpu::stdx::simd<T, Abi>;
+  static constexpr int W = int(V::size());
   static constexpr int n = Mo::n, m = Mo::m;
 
   /// The parameters of the lanes' systems: one Params per lane and, where
@@ -283,7 +291,7 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
       ModelLanes<R>::inputs(q, qd, t, p.packed, bgv, M, Q, A, b);
       return;
     }
-    alignas(64) T bM[n * n * W], bQ[n * W], bA[m * n * W], bb[m * W];
+    alignas(cpu::stdx::memory_alignment_v<V>) T bM[n * n * W], bQ[n * W], bA[m * n * W], bb[m * W];
     for (int l = 0; l < W; ++l) {
       T ql[n], vl[n], Ml[n * n], Ql[n], Al[m * n], b_l[m];
       lane<n>(q, l, ql);
@@ -306,7 +314,7 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
     if constexpr (PackEvents<Mo, V>) {
       return Mo::template rebind<V>::event(q, qd, t, p.packed);
     } else {
-      alignas(64) T g[W];
+      alignas(cpu::stdx::memory_alignment_v<V>) T g[W];
       for (int l = 0; l < W; ++l) {
         T ql[n], vl[n];
         lane<n>(q, l, ql);
@@ -324,7 +332,7 @@ struct ModelLanes<Mo, cpu::Pack<typename Mo::Scalar, W>> {
       for (int k = 0; k < n; ++k) C[k] = Lanes<V>::select(active, C[k], V(T(0)));
       return;
     }
-    alignas(64) T bC[n * W];
+    alignas(cpu::stdx::memory_alignment_v<V>) T bC[n * W];
     for (int l = 0; l < W; ++l) {
       T Cl[n];
       for (int k = 0; k < n; ++k) Cl[k] = T(0);

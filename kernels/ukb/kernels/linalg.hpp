@@ -137,9 +137,15 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 ///
 /// - **Gram–Cholesky (fast path).** G = B B^T = L L^T (M x M). Taken only
 ///   when a bound certifies that G is well conditioned:
-///       kappa(G) <= trace(G) ||L^{-1}||_F^2 <= about eps^{-1/3}
-///   (1.6e5 in double, 200 in float; trace(G) >= lambda_max and
-///   ||L^{-1}||_F^2 = trace(G^{-1}) >= 1/lambda_min), and that no singular
+///       kappa(G) <= min(trace(G), ||G||_inf)
+///                   * min(||L^{-1}||_F^2, ||L^{-1}||_1 ||L^{-1}||_inf)
+///                <= about eps^{-1/3}
+///   (1.6e5 in double, 200 in float; trace(G) and the largest row sum of
+///   |G| (Gershgorin) are >= lambda_max; ||L^{-1}||_F^2 = trace(G^{-1}) and
+///   ||L^{-1}||_1 ||L^{-1}||_inf are >= ||L^{-1}||_2^2 = 1/lambda_min. The
+///   trace and the Frobenius norm alone overestimate by up to Rows each:
+///   a 12-link chain, kappa(G) about 12, bounded by about 250 with them
+///   and 21 with the norms, bench/README.md), and that no singular
 ///   value is near the rank cut (the same bound against 1/rtol^2). Then B
 ///   has full rank M, B^+ = B^T G^{-1} and (B B^T)^+ = G^{-1}, with relative
 ///   errors of order kappa(G) eps <= eps^{2/3}, in a few hundred flops where
@@ -277,25 +283,28 @@ struct PseudoInverse {
       // float attempt is made where some lane can pass it, and counts only
       // in those lanes (a lane's route depends on its own B alone).
       Mask own(false), worth_wide(true);
-      if constexpr (Rows * Rows <= 100) {
-        T tr = T(0), inv = T(0);
-        for (int i = 0; i < Rows; ++i) {
-          T d = T(0);
-          for (int k = 0; k < Cols; ++k) d += W[k * Rows + i] * W[k * Rows + i];
-          tr += d;
-          inv += T(1) / d;
-        }
-        const Mask hope = tr * inv <= T(gram_kappa_max<T>());
-        if (Lane::any(hope)) {
-          // A lane whose float G could not be factored, or whose bound is
-          // beyond 1/eps of float, is far past the double route's 1.6e5
-          // (redundant rows, a near-singular B): Jacobi, without the
-          // attempt in double.
-          T bound;
-          own = certify<T>(W, rtol, Vrot, inv_s2, &bound) && hope;
-          const T hopeless = T(1) / std::numeric_limits<typename Lane::Scalar>::epsilon();
-          worth_wide = !own && !(hope && !(bound <= hopeless));
-        }
+      // kappa(G) >= max_i G_ii / min_i G_ii (lambda_max >= G_ii >= lambda_min),
+      // so a lane whose diagonal spreads beyond the float limit cannot pass
+      // the float certificate: it goes to double at once. The float attempt
+      // is made where some lane can pass it, and counts only in those lanes
+      // (a lane's route depends on its own B alone).
+      T dmax = T(0), dmin = T(0);
+      for (int i = 0; i < Rows; ++i) {
+        T d = T(0);
+        for (int k = 0; k < Cols; ++k) d += W[k * Rows + i] * W[k * Rows + i];
+        dmax = i == 0 ? d : Lane::select(d > dmax, d, dmax);
+        dmin = i == 0 ? d : Lane::select(d < dmin, d, dmin);
+      }
+      const Mask hope = dmax <= T(gram_kappa_max<T>()) * dmin;
+      if (Lane::any(hope)) {
+        // A lane whose float G could not be factored, or whose bound is
+        // beyond 1/eps of float, is far past the double route's 1.6e5
+        // (redundant rows, a near-singular B): Jacobi, without the
+        // attempt in double.
+        T bound;
+        own = certify<T>(W, rtol, Vrot, inv_s2, &bound) && hope;
+        const T hopeless = T(1) / std::numeric_limits<typename Lane::Scalar>::epsilon();
+        worth_wide = !own && !(hope && !(bound <= hopeless));
       }
       gram_wide = Mask(false);
       if (!Lane::any(worth_wide)) return own;
@@ -326,22 +335,45 @@ struct PseudoInverse {
       for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = U(0);
       trace += G[i * Rows + i];
     }
+    // lambda_max(G) <= min(trace(G), ||G||_inf) (Gershgorin: the largest row
+    // sum of |G|, from the lower triangle and its mirror). A select keeps a
+    // NaN of the trace (a comparison with NaN is false).
+    using std::abs;
+    U row_norm = U(0);
+    for (int i = 0; i < Rows; ++i) {
+      U r = U(0);
+      for (int j = 0; j <= i; ++j) r += abs(G[i * Rows + j]);
+      for (int j = i + 1; j < Rows; ++j) r += abs(G[j * Rows + i]);
+      row_norm = UL::select(r > row_norm, r, row_norm);
+    }
+    const U lmax = UL::select(row_norm < trace, row_norm, trace);
     const MaskOf<U> factored = UL::is_zero(cholesky<Rows>(G, rd));
     if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
-    // ||L^{-1}||_F^2, column by column of L^{-1} (lower triangular).
-    U frob = U(0);
+    // 1 / lambda_min(G) = ||L^{-1}||_2^2 <= min(||L^{-1}||_F^2,
+    // ||L^{-1}||_1 ||L^{-1}||_inf), column by column of L^{-1} (lower
+    // triangular): its squares, its column sums and row sums of |.|.
+    U frob = U(0), col_max = U(0), row_sum[Rows];
+    for (int i = 0; i < Rows; ++i) row_sum[i] = U(0);
     for (int j = 0; j < Rows; ++j) {
       U x[Rows];
+      U col = U(0);
       for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
       for (int i = j; i < Rows; ++i) {
         U s = x[i];
         for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
         x[i] = s * rd[i];
         frob += x[i] * x[i];
+        col += abs(x[i]);
+        row_sum[i] += abs(x[i]);
       }
+      col_max = UL::select(col > col_max, col, col_max);
     }
-    const U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
+    U row_max = U(0);
+    for (int i = 0; i < Rows; ++i) row_max = UL::select(row_sum[i] > row_max, row_sum[i], row_max);
+    const U prod = col_max * row_max;
+    const U inv_lmin = UL::select(prod < frob, prod, frob);
+    const U bound = lmax * inv_lmin;  // >= kappa(G) = (s_max / s_min)^2
     if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
     // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
     // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
