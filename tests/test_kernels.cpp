@@ -273,8 +273,9 @@ TEST(Kernels, PinvInFloatTakesTheGramRouteInDoubleWhereCertified) {
   check_float_gram_in_double<12, 24>(rng);
 }
 
-// The certificate's bound min(trace G, ||G||_inf) min(||L^-1||_F^2,
-// ||L^-1||_1 ||L^-1||_inf) is never below kappa(G): a B whose kappa(G) is
+// The certificate's bounds, trace(G) ||L^-1||_F^2 and min(trace G,
+// ||L||_1 ||L||_inf) min(||L^-1||_F^2, ||L^-1||_1 ||L^-1||_inf), are
+// never below kappa(G): a B whose kappa(G) is
 // just above the limit (200 in float, 1.6e5 in double) never takes the
 // Gram route in that arithmetic, whatever its singular vectors.
 template <int M, int N>
@@ -302,9 +303,9 @@ TEST(Kernels, PinvCertificateBoundIsNeverBelowTheCondition) {
 
 // And it is sharp where the structure allows: the 12-link chain's B = A
 // (m = 1) at the states of the W3 workload (angles in [-1, 1]) has kappa(G)
-// of a few tens (the Gershgorin and 1-inf norms follow G's band; the trace
-// and the Frobenius norm alone gave about 250), so float keeps the Gram
-// route in float.
+// of a few tens (the 1- and inf-norms follow the band of G and L; the trace
+// and the Frobenius norm give about 250), so float keeps the Gram route in
+// float.
 TEST(Kernels, PinvInFloatKeepsTwelveLinkChainsOnTheFloatGramRoute) {
   using Mo = models::PlanarChain<float, 12>;
   std::mt19937_64 g(68);

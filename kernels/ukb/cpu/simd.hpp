@@ -87,9 +87,9 @@ struct Lanes<cpu::stdx::simd<T, Abi>> {
     if constexpr (std::is_same_v<Wide, V>) {
       return m;
     } else {
-      Mask r(false);
-      for (int l = 0; l < W; ++l) r[l] = m[l];
-      return r;
+      bool b[W];
+      m.copy_to(b, cpu::stdx::element_aligned);
+      return from_bools(b);
     }
   }
 
@@ -112,38 +112,47 @@ struct Lanes<cpu::stdx::simd<T, Abi>> {
     return r;
 #endif
   }
+  // Masks to and from arrays of W booleans: a vector compare or move each
+  // (element by element, an AVX-512 bitmask is set one bit at a time), so
+  // that the loops over lanes below are plain array loops g++ vectorises.
+  static Mask from_bools(const bool* b) { return Mask(b, cpu::stdx::element_aligned); }
+  struct Bools {
+    bool b[W];
+    explicit Bools(const Mask& m) { m.copy_to(b, cpu::stdx::element_aligned); }
+  };
+
   static Mask ok(const LaneStatus& s) {
-    Mask m(false);
-    for (int l = 0; l < W; ++l) m[l] = s[l] == Status::ok;
-    return m;
+    bool b[W];
+    for (int l = 0; l < W; ++l) b[l] = s[l] == Status::ok;
+    return from_bools(b);
   }
   static void fail(LaneStatus& s, const Mask& m, Status why) {
-    for (int l = 0; l < W; ++l)
-      if (m[l] && s[l] == Status::ok) s[l] = why;
+    const Bools b(m);
+    for (int l = 0; l < W; ++l) s[l] = b.b[l] && s[l] == Status::ok ? why : s[l];
   }
   static void merge(LaneStatus& s, const LaneStatus& s2) {
-    for (int l = 0; l < W; ++l)
-      if (s[l] == Status::ok) s[l] = s2[l];
+    for (int l = 0; l < W; ++l) s[l] = s[l] == Status::ok ? s2[l] : s[l];
   }
   static void count(Int& r, const Mask& m) {
-    for (int l = 0; l < W; ++l) r[l] += m[l] ? 1 : 0;
+    const Bools b(m);
+    for (int l = 0; l < W; ++l) r[l] += b.b[l] ? 1 : 0;
   }
   static void lower(Int& r, const Mask& m, const Int& x) {
-    for (int l = 0; l < W; ++l)
-      if (m[l] && x[l] < r[l]) r[l] = x[l];
+    const Bools b(m);
+    for (int l = 0; l < W; ++l) r[l] = b.b[l] && x[l] < r[l] ? x[l] : r[l];
   }
   static void raise(Int& r, const Mask& m, const Int& x) {
-    for (int l = 0; l < W; ++l)
-      if (m[l] && x[l] > r[l]) r[l] = x[l];
+    const Bools b(m);
+    for (int l = 0; l < W; ++l) r[l] = b.b[l] && x[l] > r[l] ? x[l] : r[l];
   }
   static Mask is_zero(const Int& r) {
-    Mask m(false);
-    for (int l = 0; l < W; ++l) m[l] = r[l] == 0;
-    return m;
+    bool b[W];
+    for (int l = 0; l < W; ++l) b[l] = r[l] == 0;
+    return from_bools(b);
   }
   static void first(Int& r, const Mask& m, int x) {
-    for (int l = 0; l < W; ++l)
-      if (m[l] && r[l] == 0) r[l] = x;
+    const Bools b(m);
+    for (int l = 0; l < W; ++l) r[l] = b.b[l] && r[l] == 0 ? x : r[l];
   }
 
   /// Lane l of a mask, an integer, a status, a pack.
@@ -152,11 +161,7 @@ struct Lanes<cpu::stdx::simd<T, Abi>> {
   static Status lane(const LaneStatus& s, int l) { return s[std::size_t(l)]; }
   static T lane(const V& x, int l) { return x[l]; }
   /// The mask of W booleans.
-  static Mask mask(const bool* b) {
-    Mask m(false);
-    for (int l = 0; l < W; ++l) m[l] = b[l];
-    return m;
-  }
+  static Mask mask(const bool* b) { return from_bools(b); }
 
   /// x[k] <- the vectors src[l] side by side, k < K (src[l]: K values of lane l).
   template <int K>

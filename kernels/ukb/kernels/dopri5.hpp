@@ -202,23 +202,29 @@ UKB_HD void dopri5_dense(const V* q0, const V* qd0, const V* q1, const V* qd1, c
   using Tab = Dopri5Tableau;
   using Lane = Lanes<V>;
   const T hl = Lane::lane(h, l);
-  for (int y = 0; y < 2 * n; ++y) {
-    const bool pos = y < n;
-    const int i = pos ? y : y - n;
-    auto K = [&](int s) { return Lane::lane(pos ? k.kq[s][i] : k.kv[s][i], l); };
-    const T y0 = Lane::lane(pos ? q0[i] : qd0[i], l), y1 = Lane::lane(pos ? q1[i] : qd1[i], l);
-    const T r1 = y1 - y0;
-    const T r2 = hl * K(0) - r1;
-    const T r3 = r1 - hl * K(6) - r2;
-    T s = T(0);
-    for (int j = 0; j < Tab::stages; ++j)
-      if (Tab::d(j) != 0.0) s += T(Tab::d(j)) * K(j);
-    out.r[0][y] = y0;
-    out.r[1][y] = r1;
-    out.r[2][y] = r2;
-    out.r[3][y] = r3;
-    out.r[4][y] = hl * s;
-  }
+  // Row y of the output: component i of the positions (y = i) or of the
+  // velocities (y = n + i), each half from its own arrays (a choice of
+  // array per element let g++ 12 see reads past kq's end, after inlining,
+  // and warn that it may drop loop iterations: -Waggressive-loop-optimizations).
+  auto rows = [&](const V* a0, const V* a1, const V(*ks)[n], int y0_row) {
+    for (int i = 0; i < n; ++i) {
+      const int y = y0_row + i;
+      const T y0 = Lane::lane(a0[i], l), y1 = Lane::lane(a1[i], l);
+      const T r1 = y1 - y0;
+      const T r2 = hl * Lane::lane(ks[0][i], l) - r1;
+      const T r3 = r1 - hl * Lane::lane(ks[6][i], l) - r2;
+      T s = T(0);
+      for (int j = 0; j < Tab::stages; ++j)
+        if (Tab::d(j) != 0.0) s += T(Tab::d(j)) * Lane::lane(ks[j][i], l);
+      out.r[0][y] = y0;
+      out.r[1][y] = r1;
+      out.r[2][y] = r2;
+      out.r[3][y] = r3;
+      out.r[4][y] = hl * s;
+    }
+  };
+  rows(q0, q1, k.kq, 0);
+  rows(qd0, qd1, k.kv, n);
   out.h = hl;
 }
 

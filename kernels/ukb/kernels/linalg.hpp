@@ -137,15 +137,17 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 ///
 /// - **Gram–Cholesky (fast path).** G = B B^T = L L^T (M x M). Taken only
 ///   when a bound certifies that G is well conditioned:
-///       kappa(G) <= min(trace(G), ||G||_inf)
+///       kappa(G) <= trace(G) ||L^{-1}||_F^2 <= about eps^{-1/3}
+///   (1.6e5 in double, 200 in float; trace(G) >= lambda_max and
+///   ||L^{-1}||_F^2 = trace(G^{-1}) >= 1/lambda_min), or, where that fails,
+///       kappa(G) <= min(trace(G), ||L||_1 ||L||_inf)
 ///                   * min(||L^{-1}||_F^2, ||L^{-1}||_1 ||L^{-1}||_inf)
-///                <= about eps^{-1/3}
-///   (1.6e5 in double, 200 in float; trace(G) and the largest row sum of
-///   |G| (Gershgorin) are >= lambda_max; ||L^{-1}||_F^2 = trace(G^{-1}) and
-///   ||L^{-1}||_1 ||L^{-1}||_inf are >= ||L^{-1}||_2^2 = 1/lambda_min. The
-///   trace and the Frobenius norm alone overestimate by up to Rows each:
-///   a 12-link chain, kappa(G) about 12, bounded by about 250 with them
-///   and 21 with the norms, bench/README.md), and that no singular
+///   (lambda_max = ||L||_2^2 and 1/lambda_min = ||L^{-1}||_2^2, and
+///   ||X||_2^2 <= ||X||_1 ||X||_inf). The trace and the Frobenius norm
+///   overestimate by up to Rows each; the 1- and inf-norms follow the band
+///   of a chain's G: a 12-link chain, kappa(G) about 12, is bounded by about
+///   250 with the first bound (above float's 200) and 22 with the second
+///   (bench/README.md); and that no singular
 ///   value is near the rank cut (the same bound against 1/rtol^2). Then B
 ///   has full rank M, B^+ = B^T G^{-1} and (B B^T)^+ = G^{-1}, with relative
 ///   errors of order kappa(G) eps <= eps^{2/3}, in a few hundred flops where
@@ -335,51 +337,66 @@ struct PseudoInverse {
       for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = U(0);
       trace += G[i * Rows + i];
     }
-    // lambda_max(G) <= min(trace(G), ||G||_inf) (Gershgorin: the largest row
-    // sum of |G|, from the lower triangle and its mirror). A select keeps a
-    // NaN of the trace (a comparison with NaN is false).
     using std::abs;
-    U row_norm = U(0);
-    for (int i = 0; i < Rows; ++i) {
-      U r = U(0);
-      for (int j = 0; j <= i; ++j) r += abs(G[i * Rows + j]);
-      for (int j = i + 1; j < Rows; ++j) r += abs(G[j * Rows + i]);
-      row_norm = UL::select(r > row_norm, r, row_norm);
-    }
-    const U lmax = UL::select(row_norm < trace, row_norm, trace);
     const MaskOf<U> factored = UL::is_zero(cholesky<Rows>(G, rd));
     if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
-    // 1 / lambda_min(G) = ||L^{-1}||_2^2 <= min(||L^{-1}||_F^2,
-    // ||L^{-1}||_1 ||L^{-1}||_inf), column by column of L^{-1} (lower
-    // triangular): its squares, its column sums and row sums of |.|.
-    U frob = U(0), col_max = U(0), row_sum[Rows];
-    for (int i = 0; i < Rows; ++i) row_sum[i] = U(0);
-    for (int j = 0; j < Rows; ++j) {
-      U x[Rows];
-      U col = U(0);
-      for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
-      for (int i = j; i < Rows; ++i) {
-        U s = x[i];
-        for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
-        x[i] = s * rd[i];
-        frob += x[i] * x[i];
-        col += abs(x[i]);
-        row_sum[i] += abs(x[i]);
+    // ||L^{-1}||_F^2 = trace(G^{-1}) >= 1 / lambda_min, column by column of
+    // L^{-1} (lower triangular); with `sums`, also the largest column and
+    // row sums of |L^{-1}| (their product >= ||L^{-1}||_2^2 = 1 / lambda_min).
+    auto inverse_norms = [&](U& frob, U& col_max, U& row_max, bool sums) {
+      U row_sum[Rows];
+      frob = col_max = row_max = U(0);
+      for (int i = 0; i < Rows; ++i) row_sum[i] = U(0);
+      for (int j = 0; j < Rows; ++j) {
+        U x[Rows];
+        U col = U(0);
+        for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
+        for (int i = j; i < Rows; ++i) {
+          U s = x[i];
+          for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
+          x[i] = s * rd[i];
+          frob += x[i] * x[i];
+          if (sums) col += abs(x[i]), row_sum[i] += abs(x[i]);
+        }
+        if (sums) col_max = UL::select(col > col_max, col, col_max);
       }
-      col_max = UL::select(col > col_max, col, col_max);
-    }
-    U row_max = U(0);
-    for (int i = 0; i < Rows; ++i) row_max = UL::select(row_sum[i] > row_max, row_sum[i], row_max);
-    const U prod = col_max * row_max;
-    const U inv_lmin = UL::select(prod < frob, prod, frob);
-    const U bound = lmax * inv_lmin;  // >= kappa(G) = (s_max / s_min)^2
-    if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
+      for (int i = 0; i < Rows; ++i) row_max = UL::select(row_sum[i] > row_max, row_sum[i], row_max);
+    };
     // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
     // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
     using S = typename UL::Scalar;
-    return factored && is_finite(bound) && bound <= U(gram_kappa_max<U>()) &&
-           bound * rtol * rtol < U(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
+    auto certified = [&](const U& bound) {
+      return factored && is_finite(bound) && bound <= U(gram_kappa_max<U>()) &&
+             bound * rtol * rtol < U(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
+    };
+    U frob, c1, r1;
+    inverse_norms(frob, c1, r1, false);
+    U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
+    MaskOf<U> ok = certified(bound);
+    if (UL::any(factored && !ok)) {
+      // Where that bound fails, the sharper one: lambda_max = ||L||_2^2 <=
+      // ||L||_1 ||L||_inf and 1 / lambda_min <= ||L^{-1}||_1 ||L^{-1}||_inf,
+      // each taken where it is below the first bound's factor (a select:
+      // a NaN of the first stays). Never larger, so the lanes the first
+      // bound certified stay certified: a lane's route depends on its own
+      // B alone.
+      U col_sum[Rows], row_norm = U(0), col_norm = U(0);
+      for (int j = 0; j < Rows; ++j) col_sum[j] = U(0);
+      for (int i = 0; i < Rows; ++i) {
+        U r = U(0);
+        for (int j = 0; j <= i; ++j) r += abs(G[i * Rows + j]), col_sum[j] += abs(G[i * Rows + j]);
+        row_norm = UL::select(r > row_norm, r, row_norm);
+      }
+      for (int j = 0; j < Rows; ++j) col_norm = UL::select(col_sum[j] > col_norm, col_sum[j], col_norm);
+      const U lmax = row_norm * col_norm;
+      inverse_norms(frob, c1, r1, true);
+      const U inv = c1 * r1;
+      bound = UL::select(lmax < trace, lmax, trace) * UL::select(inv < frob, inv, frob);
+      ok = certified(bound);
+    }
+    if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
+    return ok;
   }
 
   // Gram: z = G^{-1} y, each lane in its route's arithmetic.
