@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU throughput table (issue 22) in one command, on a machine with an
+# NVIDIA GPU and the CUDA toolkit:
+#
+#   bench/gpu.sh [--build DIR] [--out DIR] [--quick]
+#
+# 1. builds, in DIR (default build-gpu/), only what it runs: ukb, the
+#    workload benchmarks and the flop counter (Release, CUDA on, no tests,
+#    examples, Python or MPI), for the GPU found (nvidia-smi's compute
+#    capability, unless UKB_CUDA_ARCHITECTURES is set). Nothing is
+#    downloaded: the Debian packages of scripts/install_deps.sh must be
+#    installed or unpacked, a directory of unpacked ones given by
+#    CMAKE_PREFIX_PATH (e.g. ../shared/gpu/prepare.sh's .deps/env.sh);
+# 2. runs W1-W4 on the cuda backend at N = 10^4, 10^5, 10^6 (W3 to 10^5),
+#    double and float, 3 repetitions each (ukb_bench_workloads; copies to
+#    and from the device included, at least 100 steps per call);
+# 3. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples
+#    with `ukb run` on cuda and on the cpu backend with every core, and
+#    compares the two results tables (statuses equal; the largest
+#    differences of theta_final and t_stop);
+# 4. prints one table (bench/gpu_table.py): system-steps/s per workload, N
+#    and precision, and the share of the device's FP64 / FP32 peak (flops
+#    per step from ukb_flops; the peak from the device's name, or
+#    UKB_GPU_PEAK_GFLOPS="FP64,FP32"); then the demo's times and speed-up.
+#
+# Raw results go to --out (default bench/results/gpu-DATE/): workloads.json,
+# flops.json, device.txt, the two runs' directories, table.md. --quick: N
+# = 10^4 and 10^5 only and a 10^5-sample demo (a check of the command).
+# The routes of issue 22 that exist are measured: one thread per system.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build="build-gpu"
+out=bench/results/gpu-$(date +%F-%H%M)
+quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) echo "usage: bench/gpu.sh [--build DIR] [--out DIR] [--quick]" >&2; exit 2 ;;
+  esac
+done
+start=$(date +%s)
+stamp() { echo "== bench/gpu.sh: $1 ($(( $(date +%s) - start )) s)" >&2; }
+
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+command -v nvcc >/dev/null || { echo "bench/gpu.sh: no nvcc (the CUDA toolkit) on PATH or in /usr/local/cuda" >&2; exit 2; }
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench/gpu.sh: no GPU here (nvidia-smi -L fails): the cuda rows would all be skipped" >&2
+  [ "${UKB_GPU_ALLOW_NONE:-0}" = 1 ] || exit 2
+fi
+arch=${UKB_CUDA_ARCHITECTURES:-}
+if [ -z "$arch" ]; then
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  arch=${arch:-90}
+fi
+mkdir -p "$out"
+{ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv 2>/dev/null || echo "no GPU"
+  nvcc --version | tail -n 1; nproc; date -u; git rev-parse HEAD 2>/dev/null || true; } > "$out/device.txt"
+
+stamp "building in $build/ for sm_$arch"
+extra=()
+command -v ninja >/dev/null && [ ! -f "$build/CMakeCache.txt" ] && extra+=(-G Ninja)
+cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON \
+      -DUKB_CUDA_ARCHITECTURES="$arch" -DUKB_BUILD_TESTS=OFF -DUKB_BUILD_EXAMPLES=OFF \
+      -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops >/dev/null
+
+stamp "workloads on the GPU"
+if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; else sizes='10000|100000|1000000'; big='10000|100000'; fi
+"$build/bin/ukb_flops" --json > "$out/flops.json"
+"$build/bin/ukb_bench_workloads" \
+    --benchmark_filter="^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($big))/" \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_format=json --benchmark_out="$out/workloads.json" --benchmark_out_format=json >/dev/null
+
+samples=1000000
+[ "$quick" = 1 ] && samples=100000
+sed -E "s/^samples = [0-9]+/samples = $samples/" examples/ring_friction.toml > "$out/ring.toml"
+for be in cuda cpu; do
+  stamp "ukb run of $samples ring samples on $be"
+  rm -rf "$out/ring-$be"
+  threads=()
+  [ "$be" = cpu ] && threads=(--threads "$(nproc)")
+  "$build/bin/ukb" run "$out/ring.toml" --backend "$be" "${threads[@]}" --out "$out/ring-$be" --quiet >/dev/null
+done
+stamp "table"
+python3 bench/gpu_table.py "$out" | tee "$out/table.md"
+stamp "done: raw results in $out/"

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The table of bench/gpu.sh from its raw results (standard library only).
+
+    python3 bench/gpu_table.py DIR
+
+DIR holds workloads.json (ukb_bench_workloads, cuda rows), flops.json
+(ukb_flops --json), device.txt (nvidia-smi's name first) and, where run,
+ring-cuda/ and ring-cpu/ (`ukb run` of the scaled ring demo). The share of
+the peak is flops per RK4 step x system-steps/s over the device's vector
+FP64 / FP32 peak: from UKB_GPU_PEAK_GFLOPS="FP64,FP32" where set, else from
+the device's name (the boost-clock figures of NVIDIA's data sheets, without
+tensor cores), else left out.
+"""
+import csv
+import json
+import os
+import sys
+
+# GFLOP/s, vector (non-tensor) FP64 and FP32 at boost clock, NVIDIA data sheets.
+PEAKS = [("H200", 34000, 67000), ("H100 PCIe", 25600, 51200), ("H100 NVL", 30000, 60000),
+         ("H100", 34000, 67000), ("A100", 9700, 19500)]
+
+
+def peak(device):
+    env = os.environ.get("UKB_GPU_PEAK_GFLOPS")
+    if env:
+        fp64, fp32 = (float(x) for x in env.split(","))
+        return {"double": fp64, "float": fp32}
+    for key, fp64, fp32 in PEAKS:
+        if key in device:
+            return {"double": fp64, "float": fp32}
+    return None
+
+
+def rate(x):
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g}"
+
+
+def main(d):
+    with open(os.path.join(d, "device.txt")) as f:
+        lines = f.read().splitlines()
+    device = lines[1].split(",")[0].strip() if len(lines) > 1 and lines[0].startswith("name") else lines[0]
+    pk = peak(device)
+    with open(os.path.join(d, "flops.json")) as f:
+        flops = {r["workload"]: r["flops_per_step"] for r in json.load(f)}
+    rows, skipped = {}, set()
+    with open(os.path.join(d, "workloads.json")) as f:
+        for b in json.load(f)["benchmarks"]:
+            parts = b["run_name"].split("/")
+            key = (parts[0], parts[1], parts[2], int(parts[5].split(":")[1]))
+            if b.get("error_occurred"):
+                skipped.add(b.get("error_message", "skipped"))
+                continue
+            if b.get("aggregate_name") == "median":
+                rows[key] = b["items_per_second"]
+    print(f"Device: {device}; peak used: "
+          + (f"FP64 {pk['double']:.0f} GFLOP/s, FP32 {pk['float']:.0f} GFLOP/s" if pk else "unknown") + "\n")
+    print("| workload | N | double steps/s | % FP64 peak | float steps/s | % FP32 peak | float / double | route |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (w, model, N) in sorted({(k[0], k[1], k[3]) for k in rows}):
+        cells = []
+        for s in ("double", "float"):
+            r = rows.get((w, model, s, N))
+            share = f"{100 * r * flops[w] / (pk[s] * 1e9):.1f} %" if (r and pk) else ""
+            cells += [rate(r) if r else "", share]
+        d_, f_ = rows.get((w, model, "double", N)), rows.get((w, model, "float", N))
+        ratio = f"{f_ / d_:.2f}x" if d_ and f_ else ""
+        print(f"| {w} {model} | {N:.0e} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {ratio} | thread |")
+    for why in sorted(skipped):
+        print(f"\n(skipped rows: {why})")
+
+    runs = {}
+    for be in ("cuda", "cpu"):
+        p = os.path.join(d, f"ring-{be}")
+        if os.path.exists(os.path.join(p, "run.json")):
+            with open(os.path.join(p, "run.json")) as f:
+                info = json.load(f)
+            with open(os.path.join(p, "results.csv")) as f:
+                table = list(csv.DictReader(f))
+            runs[be] = (info, table)
+    if len(runs) == 2:
+        (gi, gt), (ci, ct) = runs["cuda"], runs["cpu"]
+        same_status = sum(a["status"] == b["status"] for a, b in zip(gt, ct))
+        dtheta = max(abs(float(a["theta_final"]) - float(b["theta_final"])) for a, b in zip(gt, ct))
+        dstop = max(abs(float(a["t_stop"]) - float(b["t_stop"])) for a, b in zip(gt, ct)
+                    if a["t_stop"] not in ("", "nan") and b["t_stop"] not in ("", "nan"))
+        print(f"\n`ukb run` of the ring demo with {len(ct)} samples: cuda {gi['wall_seconds']:.2f} s, "
+              f"cpu with {ci.get('threads', '?')} threads {ci['wall_seconds']:.2f} s: "
+              f"{ci['wall_seconds'] / gi['wall_seconds']:.1f}x; statuses equal in {same_status} of {len(ct)}; "
+              f"largest |theta_final difference| {dtheta:.2e} rad, |t_stop difference| {dstop:.2e} s")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
