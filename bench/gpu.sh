@@ -14,8 +14,9 @@
 # 2. runs W1-W4 on the cuda backend at N = 10^4, 10^5, 10^6 (W3 to 10^5),
 #    double and float, 3 repetitions each (ukb_bench_workloads; copies to
 #    and from the device included, at least 100 steps per call);
-# 3. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples
-#    with `ukb run` on cuda and on the cpu backend with every core, and
+# 3. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples,
+#    in one chunk, with `ukb run` on cuda and on the cpu backend with every
+#    core, and
 #    compares the two results tables (statuses equal; the largest
 #    differences of theta_final and t_stop);
 # 4. prints one table (bench/gpu_table.py): system-steps/s per workload, N
@@ -23,7 +24,7 @@
 #    per step from ukb_flops; the peak from the device's name, or
 #    UKB_GPU_PEAK_GFLOPS="FP64,FP32"); then the demo's times and speed-up.
 #
-# Raw results go to --out (default bench/results/gpu-DATE/): workloads.json,
+# Raw results go to --out (default bench/results/gpu-DATE-HHMM/): workloads.json,
 # flops.json, device.txt, the two runs' directories, table.md. --quick: N
 # = 10^4 and 10^5 only and a 10^5-sample demo (a check of the command).
 # The routes of issue 22 that exist are measured: one thread per system.
@@ -54,7 +55,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 arch=${UKB_CUDA_ARCHITECTURES:-}
 if [ -z "$arch" ]; then
-  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .' || true)
   arch=${arch:-90}
 fi
 mkdir -p "$out"
@@ -79,7 +80,11 @@ if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; else sizes='
 
 samples=1000000
 [ "$quick" = 1 ] && samples=100000
-sed -E "s/^samples = [0-9]+/samples = $samples/" examples/ring_friction.toml > "$out/ring.toml"
+# One chunk of every sample (the example's 10 000 would be 100 calls of a
+# GPU's hundreds of thousands of threads) and no checkpoint file between.
+sed -E -e "s/^samples = [0-9]+/samples = $samples/" -e "s/^chunk = [0-9]+/chunk = $samples/" \
+    -e "s/^checkpoint_interval = [0-9.]+/checkpoint_interval = 1e9/" examples/ring_friction.toml > "$out/ring.toml"
+grep -q "^chunk = $samples" "$out/ring.toml" || { echo "bench/gpu.sh: could not set chunk in $out/ring.toml" >&2; exit 2; }
 for be in cuda cpu; do
   stamp "ukb run of $samples ring samples on $be"
   rm -rf "$out/ring-$be"

@@ -85,8 +85,8 @@ def main(d):
         (gi, gt), (ci, ct) = runs["cuda"], runs["cpu"]
         same_status = sum(a["status"] == b["status"] for a, b in zip(gt, ct))
         dtheta = max(abs(float(a["theta_final"]) - float(b["theta_final"])) for a, b in zip(gt, ct))
-        dstop = max(abs(float(a["t_stop"]) - float(b["t_stop"])) for a, b in zip(gt, ct)
-                    if a["t_stop"] not in ("", "nan") and b["t_stop"] not in ("", "nan"))
+        dstop = max((abs(float(a["t_stop"]) - float(b["t_stop"])) for a, b in zip(gt, ct)
+                     if a["t_stop"] not in ("", "nan") and b["t_stop"] not in ("", "nan")), default=float("nan"))
         print(f"\n`ukb run` of the ring demo with {len(ct)} samples: cuda {gi['wall_seconds']:.2f} s, "
               f"cpu with {ci.get('threads', '?')} threads {ci['wall_seconds']:.2f} s: "
               f"{ci['wall_seconds'] / gi['wall_seconds']:.1f}x; statuses equal in {same_status} of {len(ct)}; "

@@ -71,8 +71,11 @@ stamp "default build (build/), x86-64 baseline"
 # With a GPU, the device code the GPU tests run is built as released (-O3).
 # The Eigen baseline benchmark (bench/baseline_eigen.cpp, 60-85 s of g++)
 # is no test's: bench/compare.sh builds and checks it.
+# (CMAKE_CUDA_FLAGS is set either way: it stays in build/'s cache.)
 extra_build=(-DUKB_BUILD_BASELINE=OFF)
-if ! nvidia-smi -L >/dev/null 2>&1; then
+if nvidia-smi -L >/dev/null 2>&1; then
+  extra_build+=("-DCMAKE_CUDA_FLAGS=")
+else
   extra_build+=("-DCMAKE_CUDA_FLAGS=-Xcicc -O1 -Xptxas -O1")
 fi
 config build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON -DUKB_NATIVE=OFF "${extra_build[@]}"

@@ -277,27 +277,24 @@ struct PseudoInverse {
   // lanes it cannot certify, the same in double (wide; gram_wide).
   UKB_HD Mask try_gram(T rtol) {
     if constexpr (mixed) {
-      // trace(G^{-1}) >= sum_i 1 / G_ii (G positive definite), so a lane
-      // whose trace(G) sum_i 1 / G_ii exceeds the float limit cannot pass
-      // the float certificate; that product is at least Rows^2, so with
-      // more than 10 rows (Rows^2 > half the limit) the float route could
-      // vouch only for nearly perfect conditioning and is not tried. The
-      // float attempt is made where some lane can pass it, and counts only
-      // in those lanes (a lane's route depends on its own B alone).
       Mask own(false), worth_wide(true);
       // kappa(G) >= max_i G_ii / min_i G_ii (lambda_max >= G_ii >= lambda_min),
       // so a lane whose diagonal spreads beyond the float limit cannot pass
-      // the float certificate: it goes to double at once. The float attempt
-      // is made where some lane can pass it, and counts only in those lanes
-      // (a lane's route depends on its own B alone).
+      // the float certificate: it goes to double at once, as does a lane
+      // whose G_ii are not finite in float (overflow: double may still
+      // hold them). The float attempt is made where some lane can pass it,
+      // and counts only in those lanes (a lane's route depends on its own
+      // B alone).
       T dmax = T(0), dmin = T(0);
+      Mask finite(true);
       for (int i = 0; i < Rows; ++i) {
         T d = T(0);
         for (int k = 0; k < Cols; ++k) d += W[k * Rows + i] * W[k * Rows + i];
+        finite = finite && is_finite(d);
         dmax = i == 0 ? d : Lane::select(d > dmax, d, dmax);
         dmin = i == 0 ? d : Lane::select(d < dmin, d, dmin);
       }
-      const Mask hope = dmax <= T(gram_kappa_max<T>()) * dmin;
+      const Mask hope = finite && dmax <= T(gram_kappa_max<T>()) * dmin;
       if (Lane::any(hope)) {
         // A lane whose float G could not be factored, or whose bound is
         // beyond 1/eps of float, is far past the double route's 1.6e5
