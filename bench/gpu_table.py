@@ -16,6 +16,8 @@ import json
 import os
 import sys
 
+from report import fmt as rate, ratio  # bench/report.py, beside this script
+
 # GFLOP/s, vector (non-tensor) FP64 and FP32 at boost clock, NVIDIA data sheets.
 PEAKS = [("H200", 34000, 67000), ("H100 PCIe", 25600, 51200), ("H100 NVL", 30000, 60000),
          ("H100", 34000, 67000), ("A100", 9700, 19500)]
@@ -30,13 +32,6 @@ def peak(device):
         if key in device:
             return {"double": fp64, "float": fp32}
     return None
-
-
-def rate(x):
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.3g}"
 
 
 def main(d):
@@ -66,9 +61,8 @@ def main(d):
             r = rows.get((w, model, s, N))
             share = f"{100 * r * flops[w] / (pk[s] * 1e9):.1f} %" if (r and pk) else ""
             cells += [rate(r) if r else "", share]
-        d_, f_ = rows.get((w, model, "double", N)), rows.get((w, model, "float", N))
-        ratio = f"{f_ / d_:.2f}x" if d_ and f_ else ""
-        print(f"| {w} {model} | {N:.0e} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {ratio} | thread |")
+        fd = ratio(rows.get((w, model, "float", N)), rows.get((w, model, "double", N)))
+        print(f"| {w} {model} | {N:.0e} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {fd} | thread |")
     for why in sorted(skipped):
         print(f"\n(skipped rows: {why})")
 
