@@ -34,6 +34,7 @@
 #include "ukb/models/all.hpp"
 #include "checkpoint.hpp"
 #include "output.hpp"
+#include "stats.hpp"
 #include "ukb/crosscheck.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/run.hpp"
@@ -809,6 +810,41 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
   EXPECT_EQ(rj["version"].get<std::string>(), ukb::version);
   EXPECT_EQ(rj["config"]["params"]["mu"]["dist"].get<std::string>(), "uniform");
   EXPECT_GT(rj["wall_seconds"].get<double>(), 0.0);
+}
+
+TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
+  // summary.json's min, max and quantiles (numpy's linear interpolation
+  // between order statistics) against a full sort, for every size up to 300
+  // and a subset of the rows: values with many ties, non-finite ones left out.
+  std::mt19937_64 rng(11);
+  for (std::size_t n = 1; n <= 300; ++n) {
+    std::vector<double> all(n + 7);
+    for (double& x : all) x = std::round(std::normal_distribution<double>(0.0, 3.0)(rng)) / 2;
+    all[n % all.size()] = std::numeric_limits<double>::quiet_NaN();
+    all[(n * 7) % all.size()] = -std::numeric_limits<double>::infinity();
+    std::vector<std::size_t> rows;
+    for (std::size_t r = 0; r < all.size(); ++r)
+      if (r % 5 != 3) rows.push_back(r);
+    std::vector<double> s;
+    for (std::size_t r : rows)
+      if (std::isfinite(all[r])) s.push_back(all[r]);
+    const nlohmann::json j = run::stats(all, rows, 6);
+    ASSERT_EQ(j["count"].get<std::size_t>(), s.size()) << n;
+    if (s.empty()) continue;
+    std::sort(s.begin(), s.end());
+    EXPECT_EQ(j["min"].get<double>(), s.front()) << n;
+    EXPECT_EQ(j["max"].get<double>(), s.back()) << n;
+    for (const auto& [key, p] : std::vector<std::pair<std::string, double>>{
+             {"p01", 1}, {"p05", 5}, {"p25", 25}, {"p50", 50}, {"p75", 75}, {"p95", 95}, {"p99", 99}}) {
+      const double h = (static_cast<double>(s.size()) - 1) * p / 100;
+      const auto k = static_cast<std::size_t>(h);
+      const double want = k + 1 < s.size() ? s[k] + (h - static_cast<double>(k)) * (s[k + 1] - s[k]) : s[k];
+      EXPECT_EQ(j["quantiles"][key].get<double>(), want) << "n = " << n << ", " << key;
+    }
+    long hist = 0;
+    for (const auto& k : j["histogram"]["counts"]) hist += k.get<long>();
+    EXPECT_EQ(hist, static_cast<long>(s.size())) << n;
+  }
 }
 
 TEST(Outputs, NumbersAreWrittenAsPrintfWritesThemWith17Digits) {
