@@ -5,12 +5,15 @@
 #   bench/gpu.sh [--build DIR] [--out DIR] [--quick]
 #
 # 1. builds, in DIR (default build-gpu/), only what it runs: ukb, the
-#    workload benchmarks and the flop counter (Release, CUDA on, no tests,
-#    examples, Python or MPI), for the GPU found (nvidia-smi's compute
+#    workload benchmarks and the flop counter (Release, CUDA on; a new DIR
+#    without tests, examples, Python or MPI, an existing one keeps its other
+#    options), for the GPU found (nvidia-smi's compute
 #    capability, unless UKB_CUDA_ARCHITECTURES is set). Nothing is
 #    downloaded: the Debian packages of scripts/install_deps.sh must be
 #    installed or unpacked, a directory of unpacked ones given by
-#    CMAKE_PREFIX_PATH (e.g. ../shared/gpu/prepare.sh's .deps/env.sh);
+#    CMAKE_PREFIX_PATH (e.g. CMAKE_PREFIX_PATH=$PWD/.deps/prefix/usr after
+#    ../shared/gpu/prepare.sh, with its .deps/env.sh sourced for the
+#    shared libraries);
 # 2. runs W1-W4 on the cuda backend at N = 10^4, 10^5, 10^6 (W3 to 10^5),
 #    double and float, 3 repetitions each (ukb_bench_workloads; copies to
 #    and from the device included, at least 100 steps per call);
@@ -64,10 +67,14 @@ mkdir -p "$out"
 
 stamp "building in $build/ for sm_$arch"
 extra=()
-command -v ninja >/dev/null && [ ! -f "$build/CMakeCache.txt" ] && extra+=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  # A new build directory: nothing but what is measured.
+  command -v ninja >/dev/null && extra+=(-G Ninja)
+  extra+=(-DUKB_BUILD_TESTS=OFF -DUKB_BUILD_EXAMPLES=OFF -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF)
+fi
+# An existing one (--build of one's own) keeps its other options, its tests too.
 cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON \
-      -DUKB_CUDA_ARCHITECTURES="$arch" -DUKB_BUILD_TESTS=OFF -DUKB_BUILD_EXAMPLES=OFF \
-      -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF >/dev/null
+      -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops >/dev/null
 
 stamp "workloads on the GPU"
