@@ -714,7 +714,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   }
   if (c.write_csv) {
     AtomicFile& f = out.open("results.csv");
-    write_csv(f.stream(), table);
+    write_csv(f.stream(), table, eo.threads);
     f.close();
   }
   if (c.write_npy) {

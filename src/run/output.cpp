@@ -7,17 +7,28 @@
 #include <cstdio>
 #include <cstring>
 
+#include <omp.h>
+
 namespace ukb::run {
 
 // std::to_chars with a precision writes what printf("%.17g") writes (the
 // standard defines it so), five times faster than glibc's printf: the
 // results table of a run is mostly such numbers.
+namespace {
+
+// g17(v) at out, which has room for 32 characters; returns the end.
+char* put_g17(char* out, double v) {
+  const auto word = [out](const char* w) { return out + (std::strcpy(out, w), std::strlen(w)); };
+  if (std::isnan(v)) return word("nan");
+  if (std::isinf(v)) return word(v > 0 ? "inf" : "-inf");
+  return std::to_chars(out, out + 32, v, std::chars_format::general, 17).ptr;
+}
+
+}  // namespace
+
 std::string g17(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
-  return std::string(buf, r.ptr);
+  return std::string(buf, put_g17(buf, v));
 }
 
 void write_npy(std::ostream& f, const Table& table) {
@@ -61,28 +72,57 @@ void write_npy(std::ostream& f, const Table& table) {
   }
 }
 
-void write_csv(std::ostream& f, const Table& table) {
+void write_csv(std::ostream& f, const Table& table, int threads) {
   // Cells joined by commas, the status column at table.status_at.
-  auto row = [&](auto&& status_cell, auto&& cell) {
-    for (std::size_t k = 0; k <= table.cols.size(); ++k) {
-      if (k == table.status_at) {
-        if (k) f << ',';
-        status_cell();
+  const std::size_t ncols = table.cols.size();
+  for (std::size_t k = 0; k <= ncols; ++k) {
+    if (k == table.status_at) f << (k ? "," : "") << "status";
+    if (k < ncols) f << (k ? "," : "") << table.cols[k].name;
+  }
+  f << '\n';
+  // The rows in blocks, formatted side by side (the formatting of numbers,
+  // not the writing, is most of the time: 10^6 rows of the demo's 22 columns
+  // took 1.9 s on one core), written in order.
+  std::vector<std::string> names;  // by status code; a code of no status (none is in a table) is "unknown"
+  for (int s = 0; is_valid_status(s); ++s) names.push_back(status_name(static_cast<Status>(s)));
+  names.push_back(status_name(static_cast<Status>(names.size())));
+  std::size_t widest_status = 0;
+  for (const std::string& n : names) widest_status = std::max(widest_status, n.size());
+  const std::size_t row_max = (ncols + 1) * 33 + widest_status + 1;  // 32 per number, a comma each
+  constexpr std::size_t kBlock = 2048;
+  const std::size_t rows = table.status.size();
+  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
+  const std::size_t per_batch = kBlock * static_cast<std::size_t>(nt) * 2;
+  std::vector<std::string> text(static_cast<std::size_t>(nt) * 2);
+  for (std::size_t first = 0; first < rows; first += per_batch) {
+    const std::size_t last = std::min(rows, first + per_batch);
+    const long blocks = static_cast<long>((last - first + kBlock - 1) / kBlock);
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (long b = 0; b < blocks; ++b) {
+      const std::size_t r0 = first + static_cast<std::size_t>(b) * kBlock, r1 = std::min(last, r0 + kBlock);
+      std::string& out = text[static_cast<std::size_t>(b)];
+      out.resize((r1 - r0) * row_max);
+      char* p = out.data();
+      for (std::size_t r = r0; r < r1; ++r) {
+        for (std::size_t k = 0; k <= ncols; ++k) {
+          if (k == table.status_at) {
+            if (k) *p++ = ',';
+            const int code = table.status[r];
+            const std::string& name = names[is_valid_status(code) ? static_cast<std::size_t>(code) : names.size() - 1];
+            p = std::copy(name.begin(), name.end(), p);
+          }
+          if (k < ncols) {
+            if (k) *p++ = ',';
+            const Column& col = table.cols[k];
+            p = col.integer ? std::to_chars(p, p + 32, col.i[r]).ptr : put_g17(p, col.d[r]);
+          }
+        }
+        *p++ = '\n';
       }
-      if (k < table.cols.size()) {
-        if (k) f << ',';
-        cell(table.cols[k]);
-      }
+      out.resize(static_cast<std::size_t>(p - out.data()));
     }
-    f << '\n';
-  };
-  row([&] { f << "status"; }, [&](const Column& col) { f << col.name; });
-  for (std::size_t r = 0; r < table.status.size(); ++r)
-    row([&] { f << status_name(static_cast<Status>(table.status[r])); },
-        [&](const Column& col) {
-          if (col.integer) f << col.i[r];
-          else f << g17(col.d[r]);
-        });
+    for (long b = 0; b < blocks; ++b) f.write(text[static_cast<std::size_t>(b)].data(), static_cast<std::streamsize>(text[static_cast<std::size_t>(b)].size()));
+  }
 }
 
 

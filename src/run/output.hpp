@@ -158,8 +158,9 @@ class Output {
   bool committed_ = false;
 };
 
-/// The table as CSV (header, one row per sample; the status column at its place).
-void write_csv(std::ostream& f, const Table& t);
+/// The table as CSV (header, one row per sample; the status column at its
+/// place), the rows formatted by `threads` threads (0: OpenMP's default).
+void write_csv(std::ostream& f, const Table& t, int threads = 0);
 /// The table as a NumPy structured array (.npy version 1.0).
 void write_npy(std::ostream& f, const Table& t);
 
