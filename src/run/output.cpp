@@ -1,11 +1,13 @@
 // Writing the outputs of `ukb run`: see output.hpp.
 #include "output.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include <omp.h>
 
@@ -89,20 +91,24 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
   std::size_t widest_status = 0;
   for (const std::string& n : names) widest_status = std::max(widest_status, n.size());
   const std::size_t row_max = (ncols + 1) * 33 + widest_status + 1;  // 32 per number, a comma each
-  constexpr std::size_t kBlock = 2048;
   const std::size_t rows = table.status.size();
   const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
-  const std::size_t per_batch = kBlock * static_cast<std::size_t>(nt) * 2;
-  std::vector<std::string> text(static_cast<std::size_t>(nt) * 2);
-  for (std::size_t first = 0; first < rows; first += per_batch) {
-    const std::size_t last = std::min(rows, first + per_batch);
-    const long blocks = static_cast<long>((last - first + kBlock - 1) / kBlock);
+  // Two blocks per thread at a time, at most 64 MiB of buffers together
+  // (2048 rows a block where that allows), allocated here: nothing in the
+  // parallel loop throws.
+  const std::size_t slots = 2 * static_cast<std::size_t>(nt);
+  const std::size_t block = std::clamp<std::size_t>((std::size_t{64} << 20) / (slots * row_max), 1, 2048);
+  std::vector<std::unique_ptr<char[]>> buf(slots);
+  std::vector<std::size_t> len(slots);
+  for (auto& b : buf) b = std::make_unique_for_overwrite<char[]>(block * row_max);
+  for (std::size_t first = 0; first < rows; first += slots * block) {
+    const std::size_t last = std::min(rows, first + slots * block);
+    const long blocks = static_cast<long>((last - first + block - 1) / block);
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
     for (long b = 0; b < blocks; ++b) {
-      const std::size_t r0 = first + static_cast<std::size_t>(b) * kBlock, r1 = std::min(last, r0 + kBlock);
-      std::string& out = text[static_cast<std::size_t>(b)];
-      out.resize((r1 - r0) * row_max);
-      char* p = out.data();
+      const std::size_t r0 = first + static_cast<std::size_t>(b) * block, r1 = std::min(last, r0 + block);
+      char* const start = buf[static_cast<std::size_t>(b)].get();
+      char* p = start;
       for (std::size_t r = r0; r < r1; ++r) {
         for (std::size_t k = 0; k <= ncols; ++k) {
           if (k == table.status_at) {
@@ -119,9 +125,10 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
         }
         *p++ = '\n';
       }
-      out.resize(static_cast<std::size_t>(p - out.data()));
+      len[static_cast<std::size_t>(b)] = static_cast<std::size_t>(p - start);
     }
-    for (long b = 0; b < blocks; ++b) f.write(text[static_cast<std::size_t>(b)].data(), static_cast<std::streamsize>(text[static_cast<std::size_t>(b)].size()));
+    for (long b = 0; b < blocks; ++b)
+      f.write(buf[static_cast<std::size_t>(b)].get(), static_cast<std::streamsize>(len[static_cast<std::size_t>(b)]));
   }
 }
 
