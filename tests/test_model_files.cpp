@@ -125,13 +125,12 @@ TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
   if (sanitized) GTEST_SKIP() << "compiling plugins under the sanitizers takes minutes; the main build runs it";
   const fs::path dir = fresh_dir("cache"), cache = dir / "cache";
   // The cache's decisions are under test, not the plugin's speed: the build's
-  // toolchain record at -O0 (through UKB_TOOLCHAIN), each of the six
-  // compiles a third shorter.
+  // toolchain record with -O0 in place of -O1/-O2/-O3/-Os (through
+  // UKB_TOOLCHAIN; a record without one, as a Debug build's, stays as it
+  // is), each compile a third shorter.
   const fs::path record = fs::path(UKB_CLI_PATH).parent_path().parent_path() / "share/ukb/toolchain.json";
   ASSERT_TRUE(fs::exists(record)) << record;
-  const std::string o0 = std::regex_replace(slurp(record), std::regex(R"("-O[123s]")"), "\"-O0\"");
-  ASSERT_NE(o0.find("\"-O0\""), std::string::npos) << "no optimisation flag in " << record;
-  write(dir / "toolchain.json", o0);
+  write(dir / "toolchain.json", std::regex_replace(slurp(record), std::regex(R"("-O[123s]")"), "\"-O0\""));
   const std::string env = "UKB_TOOLCHAIN=" + sh(dir / "toolchain.json") + " ";
   // A model file that includes a file of its own.
   write(dir / "stiffness.hpp", "#pragma once\ninline constexpr double kDefault = 1.0;\n");

@@ -767,6 +767,25 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
   for (const auto& k : st["histogram"]["counts"]) hist += k.get<long>();
   EXPECT_EQ(hist, 400);
   EXPECT_EQ(st["histogram"]["counts"].size(), 9u);
+  // by_status: the statistics of each status's own rows.
+  const std::vector<std::string> status = res.text("status");
+  const std::vector<double> theta = res.num("theta_final");
+  for (const auto& [s, k] : counts) {
+    std::vector<double> own;
+    for (std::size_t i = 0; i < theta.size(); ++i)
+      if (status[i] == s && std::isfinite(theta[i])) own.push_back(theta[i]);
+    std::sort(own.begin(), own.end());
+    const nlohmann::json& b = sum["observables"]["theta_final"]["by_status"][s];
+    ASSERT_EQ(b["count"].get<std::size_t>(), own.size()) << s;
+    if (own.empty()) continue;
+    EXPECT_DOUBLE_EQ(b["min"].get<double>(), own.front()) << s;
+    EXPECT_DOUBLE_EQ(b["max"].get<double>(), own.back()) << s;
+    const double h = (static_cast<double>(own.size()) - 1) / 2;
+    const auto m = static_cast<std::size_t>(h);
+    EXPECT_DOUBLE_EQ(b["quantiles"]["p50"].get<double>(),
+                     m + 1 < own.size() ? own[m] + (h - static_cast<double>(m)) * (own[m + 1] - own[m]) : own[m])
+        << s;
+  }
 
   // trajectories.csv: each recorded sample starts at the initial state and
   // ends exactly where results.csv says (a run split into calls of
@@ -819,7 +838,11 @@ TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
   std::mt19937_64 rng(11);
   for (std::size_t n = 1; n <= 300; ++n) {
     std::vector<double> all(n + 7);
-    for (double& x : all) x = std::round(std::normal_distribution<double>(0.0, 3.0)(rng)) / 2;
+    // Odd sizes: continuous values (no ties); even: half-integers (many ties).
+    for (double& x : all) {
+      x = std::normal_distribution<double>(0.0, 3.0)(rng);
+      if (n % 2 == 0) x = std::round(x) / 2;
+    }
     all[n % all.size()] = std::numeric_limits<double>::quiet_NaN();
     all[(n * 7) % all.size()] = -std::numeric_limits<double>::infinity();
     std::vector<std::size_t> rows;
