@@ -73,7 +73,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   extra+=(-DUKB_BUILD_TESTS=OFF -DUKB_BUILD_EXAMPLES=OFF -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF)
 fi
 # An existing one (--build of one's own) keeps its other options, its tests too.
-cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON \
+cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON -DUKB_BUILD_BENCH=ON \
       -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops >/dev/null
 
