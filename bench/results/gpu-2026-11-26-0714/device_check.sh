@@ -1,6 +1,9 @@
 #!/bin/bash
-# Device check of 2026-11-26 (session tool, not part of the repository).
-# build (16 cores) -> ctest -> GPU tests verbose -> bench/gpu.sh -> cross-checks -> ncu of chain kernels.
+# Device check of 2026-11-26, kept as the record of results/gpu-2026-11-26-0714/: run on the
+# device machine from the project root as `bash .deps/run.sh`, with .deps/ made by
+# ../shared/gpu/prepare.sh (unpacked Debian packages, .deps/build.sh) and .deps/chain.toml =
+# crosscheck/chain.toml here. Its console output: logs/console.txt.
+# build (16 cores) -> GPU tests verbose -> bench/gpu.sh -> cross-checks -> ctest (if time is left) -> ncu of chain kernels.
 set -u
 R=$(pwd); T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
