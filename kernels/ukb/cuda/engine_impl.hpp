@@ -131,8 +131,14 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   void upload(const BatchView<Mo>& host) override { d_.upload(host); }
   void download(const BatchView<Mo>& host) const override { d_.download_run(host); }
   void integrate(const RunSettings<T>& s, const EngineOptions& o) override {
-    const kernels::IntegrateBody<Mo> body{d_.view(), s};
-    UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+    // A kernel per method (kernels::IntegrateRunBody).
+    if (s.method == Method::dopri5) {
+      const kernels::IntegrateRunBody<Mo, kernels::AdaptiveRun<Mo>> body{d_.view(), s};
+      UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+    } else {
+      const kernels::IntegrateRunBody<Mo, kernels::SystemRun<Mo>> body{d_.view(), s};
+      UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+    }
   }
   Tally tally(const RunSettings<T>& s) const override {
     DeviceBatch<Mo>& d = const_cast<DeviceBatch<Mo>&>(d_);
