@@ -94,13 +94,13 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
   const std::size_t rows = table.status.size();
   const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
   // Two blocks per thread at a time, at most 64 MiB of buffers together
-  // (2048 rows a block where that allows), allocated here: nothing in the
-  // parallel loop throws.
+  // (2048 rows a block where that allows, at least one), allocated here:
+  // nothing in the parallel loop throws.
   const std::size_t slots = 2 * static_cast<std::size_t>(nt);
   const std::size_t block = std::clamp<std::size_t>((std::size_t{64} << 20) / (slots * row_max), 1, 2048);
   std::vector<std::unique_ptr<char[]>> buf(slots);
   std::vector<std::size_t> len(slots);
-  for (auto& b : buf) b = std::make_unique_for_overwrite<char[]>(block * row_max);
+  for (auto& b : buf) b = std::make_unique_for_overwrite<char[]>(std::min(block, rows) * row_max);
   for (std::size_t first = 0; first < rows; first += slots * block) {
     const std::size_t last = std::min(rows, first + slots * block);
     const long blocks = static_cast<long>((last - first + block - 1) / block);
