@@ -767,25 +767,37 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
   for (const auto& k : st["histogram"]["counts"]) hist += k.get<long>();
   EXPECT_EQ(hist, 400);
   EXPECT_EQ(st["histogram"]["counts"].size(), 9u);
-  // by_status: the statistics of each status's own rows.
-  const std::vector<std::string> status = res.text("status");
-  const std::vector<double> theta = res.num("theta_final");
-  for (const auto& [s, k] : counts) {
-    std::vector<double> own;
-    for (std::size_t i = 0; i < theta.size(); ++i)
-      if (status[i] == s && std::isfinite(theta[i])) own.push_back(theta[i]);
-    std::sort(own.begin(), own.end());
-    const nlohmann::json& b = sum["observables"]["theta_final"]["by_status"][s];
-    ASSERT_EQ(b["count"].get<std::size_t>(), own.size()) << s;
-    if (own.empty()) continue;
-    EXPECT_DOUBLE_EQ(b["min"].get<double>(), own.front()) << s;
-    EXPECT_DOUBLE_EQ(b["max"].get<double>(), own.back()) << s;
-    const double h = (static_cast<double>(own.size()) - 1) / 2;
-    const auto m = static_cast<std::size_t>(h);
-    EXPECT_DOUBLE_EQ(b["quantiles"]["p50"].get<double>(),
-                     m + 1 < own.size() ? own[m] + (h - static_cast<double>(m)) * (own[m + 1] - own[m]) : own[m])
-        << s;
-  }
+  // by_status: the statistics of each status's own rows; here every sample
+  // is at rest (the rows of "successful"), and with t_end = 3 some are
+  // finished and some at rest (each status's own rows).
+  auto by_status_agrees = [](const fs::path& d) {
+    const Csv t(d / "results.csv");
+    const nlohmann::json js = nlohmann::json::parse(slurp(d / "summary.json"));
+    const std::vector<std::string> status = t.text("status");
+    const std::vector<double> theta = t.num("theta_final");
+    const std::set<std::string> seen(status.begin(), status.end());
+    for (const std::string& s : seen) {
+      std::vector<double> own;
+      for (std::size_t i = 0; i < theta.size(); ++i)
+        if (status[i] == s && std::isfinite(theta[i])) own.push_back(theta[i]);
+      std::sort(own.begin(), own.end());
+      const nlohmann::json& b = js["observables"]["theta_final"]["by_status"][s];
+      EXPECT_EQ(b["count"].get<std::size_t>(), own.size()) << s;
+      if (own.empty() || b["count"].get<std::size_t>() != own.size()) continue;
+      EXPECT_DOUBLE_EQ(b["min"].get<double>(), own.front()) << s;
+      EXPECT_DOUBLE_EQ(b["max"].get<double>(), own.back()) << s;
+      const double h = (static_cast<double>(own.size()) - 1) / 2;
+      const auto m = static_cast<std::size_t>(h);
+      EXPECT_DOUBLE_EQ(b["quantiles"]["p50"].get<double>(),
+                       m + 1 < own.size() ? own[m] + (h - static_cast<double>(m)) * (own[m + 1] - own[m]) : own[m])
+          << s;
+    }
+    return seen.size();
+  };
+  EXPECT_EQ(by_status_agrees(dir), 1u);
+  Config shorter = c;
+  shorter.run.t_end = 3.0;
+  EXPECT_EQ(by_status_agrees(run_into(shorter, "out_t3")), 2u) << "finished and at_rest";
 
   // trajectories.csv: each recorded sample starts at the initial state and
   // ends exactly where results.csv says (a run split into calls of
@@ -834,7 +846,7 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
 TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
   // summary.json's min, max and quantiles (numpy's linear interpolation
   // between order statistics) against a full sort, for every size up to 300
-  // and a subset of the rows: values with many ties, non-finite ones left out.
+  // and a subset of the rows: values with and without ties, non-finite ones left out.
   std::mt19937_64 rng(11);
   for (std::size_t n = 1; n <= 300; ++n) {
     std::vector<double> all(n + 7);
