@@ -983,7 +983,7 @@ UKB_HD void integrate_method(const BatchView<Mo>& v, Source& src, const RunSetti
 /// not carry Dormand–Prince's stages (nvcc 13.0 -Xptxas -v, sm_90, -O3:
 /// the ring in double had 238 registers and a 2368-byte stack frame per
 /// thread in the kernel of both runs, 202 and 1832 bytes with RK4 alone;
-/// the 6-link chain 12176 bytes of stack, 8192 with RK4 alone).
+/// the 6-link chain 12224 bytes of stack, 8192 with RK4 alone).
 template <Model Mo, class Run>
 struct IntegrateRunBody {
   using T = typename Mo::Scalar;
