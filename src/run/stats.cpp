@@ -61,21 +61,22 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::vector<double> s = v;
-  select_ranks(s, ranks);
-  j["min"] = s.front();
-  j["max"] = s.back();
+  // In place: the sums above are taken, and the histogram does not depend
+  // on the order.
+  select_ranks(v, ranks);
+  j["min"] = v.front();
+  j["max"] = v.back();
   for (double p : kPercents) {
     const double h = (static_cast<double>(n) - 1) * p / 100;
     const std::size_t k = static_cast<std::size_t>(std::floor(h));
-    const double q = k + 1 < n ? s[k] + (h - static_cast<double>(k)) * (s[k + 1] - s[k]) : s[k];
+    const double q = k + 1 < n ? v[k] + (h - static_cast<double>(k)) * (v[k + 1] - v[k]) : v[k];
     char key[8];
     std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
     j["quantiles"][key] = q;
   }
   // Histogram: `bins` equal bins over [min, max], the last one closed.
   std::vector<std::int64_t> counts(static_cast<std::size_t>(bins), 0);
-  const double lo = s.front(), hi = s.back(), w = (hi - lo) / bins;
+  const double lo = v.front(), hi = v.back(), w = (hi - lo) / bins;
   for (double x : v) {
     std::size_t b = w > 0 ? static_cast<std::size_t>((x - lo) / w) : 0;
     counts[std::min<std::size_t>(b, counts.size() - 1)]++;

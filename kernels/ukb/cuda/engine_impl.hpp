@@ -131,12 +131,12 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   void upload(const BatchView<Mo>& host) override { d_.upload(host); }
   void download(const BatchView<Mo>& host) const override { d_.download_run(host); }
   void integrate(const RunSettings<T>& s, const EngineOptions& o) override {
-    // A kernel per method (kernels::IntegrateRunBody).
+    // A kernel per method (kernels::IntegrateBody).
     if (s.method == Method::dopri5) {
-      const kernels::IntegrateRunBody<Mo, kernels::AdaptiveRun<Mo>> body{d_.view(), s};
+      const kernels::IntegrateBody<Mo, kernels::AdaptiveRun<Mo>> body{d_.view(), s};
       UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
     } else {
-      const kernels::IntegrateRunBody<Mo, kernels::SystemRun<Mo>> body{d_.view(), s};
+      const kernels::IntegrateBody<Mo, kernels::SystemRun<Mo>> body{d_.view(), s};
       UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
     }
   }

@@ -977,28 +977,15 @@ UKB_HD void integrate_method(const BatchView<Mo>& v, Source& src, const RunSetti
   }
 }
 
-/// Integrates system i with the run Run alone (SystemRun: RK4, AdaptiveRun:
-/// Dormand–Prince), one system at a time: what one GPU thread does. The CUDA
-/// backend launches the kernel of s.method's run, so that an RK4 thread does
-/// not carry Dormand–Prince's stages (nvcc 13.0 -Xptxas -v, sm_90, -O3:
-/// the ring in double had 238 registers and a 2368-byte stack frame per
-/// thread in the kernel of both runs, 202 and 1832 bytes with RK4 alone;
-/// the 6-link chain 12224 bytes of stack, 8192 with RK4 alone).
-template <Model Mo, class Run>
-struct IntegrateRunBody {
-  using T = typename Mo::Scalar;
-  BatchView<Mo> v;
-  RunSettings<T> s;
-
-  UKB_HD void operator()(int i) const {
-    SystemRange one{i, i + 1};
-    integrate_systems<Mo, T, Run>(v, one, s);
-  }
-};
-
-/// Integrates system i with the run of s.method (integrate_method), one
-/// system at a time.
-template <Model Mo>
+/// Integrates system i, one system at a time: what one GPU thread does.
+/// Run: the run of s.method (integrate_method) where void, else that run
+/// alone (SystemRun: RK4, AdaptiveRun: Dormand–Prince). The CUDA backend
+/// launches the kernel of s.method's run, so that an RK4 thread does not
+/// carry Dormand–Prince's stages (nvcc 13.0 -Xptxas -v, sm_90, -O3: the
+/// ring in double had 238 registers and a 2368-byte stack frame per thread
+/// in the kernel of both runs, 202 and 1832 bytes with RK4 alone; the
+/// 6-link chain 12224 bytes of stack, 8192 with RK4 alone).
+template <Model Mo, class Run = void>
 struct IntegrateBody {
   using T = typename Mo::Scalar;
   BatchView<Mo> v;
@@ -1006,7 +993,11 @@ struct IntegrateBody {
 
   UKB_HD void operator()(int i) const {
     SystemRange one{i, i + 1};
-    integrate_method<Mo, T>(v, one, s);
+    if constexpr (std::is_void_v<Run>) {
+      integrate_method<Mo, T>(v, one, s);
+    } else {
+      integrate_systems<Mo, T, Run>(v, one, s);
+    }
   }
 };
 
