@@ -6,6 +6,7 @@
 
 #include "ukb/config.hpp"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/uk.hpp"
 #include "ukb/model.hpp"
 #include "ukb/settings.hpp"
 #include "ukb/status.hpp"
@@ -104,16 +105,34 @@ UKB_NOINLINE UKB_HD Status project_call(typename Mo::Scalar* q, typename Mo::Sca
 }  // namespace detail
 
 /// project() as the run loop calls it: out of line in GPU device code (one
-/// copy for both methods' kernels), inlined elsewhere.
+/// copy for both methods' kernels), inlined elsewhere; where
+/// detail::inlined_accel<Mo> (uk.hpp: the caller's state then stays in
+/// registers), on copies of its arguments on every backend.
 template <Model Mo>
 UKB_HD UKB_INLINE Status project_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
                                       const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
                                       const Projection<typename Mo::Scalar>& pr, bool& converged) {
+  using T = typename Mo::Scalar;
+  auto call = [&](T* x, T* v, const typename Mo::Params& px, const Projection<T>& prx, bool& conv) {
 #if defined(__CUDA_ARCH__)
-  return detail::project_call<Mo>(q, qd, t, p, rank_rtol, pr, converged);
+    return detail::project_call<Mo>(x, v, t, px, rank_rtol, prx, conv);
 #else
-  return project<Mo>(q, qd, t, p, rank_rtol, pr, converged);
+    return project<Mo>(x, v, t, px, rank_rtol, prx, conv);
 #endif
+  };
+  if constexpr (detail::inlined_accel<Mo>) {
+    T qc[Mo::n], qdc[Mo::n];
+    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
+    const typename Mo::Params pc = p;
+    const Projection<T> prc = pr;
+    bool conv = true;
+    const Status st = call(qc, qdc, pc, prc, conv);
+    for (int j = 0; j < Mo::n; ++j) q[j] = qc[j], qd[j] = qdc[j];
+    converged = conv;
+    return st;
+  } else {
+    return call(q, qd, p, pr, converged);
+  }
 }
 
 }  // namespace ukb::kernels

@@ -188,6 +188,49 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
                                                                 const Baumgarte<typename Mo::Scalar>& bg) {
   return uk_accel<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
 }
+
+/// Whether the run loop's accelerations are inlined in GPU device code (the
+/// models with fewer than 8 coordinates; uk_eval). For those, the
+/// out-of-line calls of the rare paths (uk_eval_rare, project_step) take
+/// copies of their arguments: an out-of-line call takes the addresses of
+/// its arguments, and were they the caller's own arrays (the run's state,
+/// its parameters) nvcc would keep them in local memory for the whole
+/// kernel instead of in registers (nvcc 13.0, sm_90, -O3, the ring's RK4
+/// kernel in double: a 1832-byte stack frame and 202 registers, 208 bytes
+/// and 222 registers with the copies). The larger models' state does not
+/// fit in the 255 registers anyway: copies there moved their stack down
+/// but their spills up (the 6-link chain's Dormand–Prince kernel: 1504 to
+/// 8286 bytes of spill stores), so they pass their arrays as they are.
+template <Model Mo>
+inline constexpr bool inlined_accel = Mo::n < 8;
+
+/// uk_accel on the rare paths: out of line in GPU device code
+/// (uk_accel_call), inlined elsewhere; where inlined_accel<Mo>, on copies
+/// of q, q', the parameters and Baumgarte's settings on every backend (so
+/// that the CPU's tests run the copies that the GPU's kernels run).
+template <Model Mo>
+UKB_HD UKB_INLINE Status uk_accel_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
+                                       typename Mo::Scalar t, const typename Mo::Params& p,
+                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
+                                       const Baumgarte<typename Mo::Scalar>& bg) {
+  using T = typename Mo::Scalar;
+  auto call = [&](const T* x, const T* v, const typename Mo::Params& px, const Baumgarte<T>& b) {
+#if defined(__CUDA_ARCH__)
+    return uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
+#else
+    return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
+#endif
+  };
+  if constexpr (inlined_accel<Mo>) {
+    T qc[Mo::n], qdc[Mo::n];
+    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
+    const typename Mo::Params pc = p;
+    const Baumgarte<T> bgc = bg;
+    return call(qc, qdc, pc, bgc);
+  } else {
+    return call(q, qd, p, bg);
+  }
+}
 }  // namespace detail
 
 /// uk_accel as the run loop calls it (every stage, the acceleration at the
@@ -202,7 +245,7 @@ UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_eval(const V* q, const V* qd,
                                                         Accel<Mo, V>& out,
                                                         const Baumgarte<typename Mo::Scalar>& bg = {}) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (Mo::n >= 8) {
+  if constexpr (!detail::inlined_accel<Mo>) {
     return detail::uk_accel_call<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
   } else {
     return uk_accel<Mo, V>(q, qd, t, p, rank_rtol, out, bg);
@@ -222,11 +265,7 @@ UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typena
                                       typename Mo::Scalar t, const typename Mo::Params& p,
                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
                                       const Baumgarte<typename Mo::Scalar>& bg = {}) {
-#if defined(__CUDA_ARCH__)
-  return detail::uk_accel_call<Mo, typename Mo::Scalar>(q, qd, t, p, rank_rtol, out, bg);
-#else
-  return uk_accel<Mo>(q, qd, t, p, rank_rtol, out, bg);
-#endif
+  return detail::uk_accel_rare<Mo>(q, qd, t, p, rank_rtol, out, bg);
 }
 
 }  // namespace ukb::kernels
