@@ -251,6 +251,21 @@ TEST(Run, SameSeedGivesIdenticalResultsAcrossRunsThreadsAndChunks) {
   EXPECT_NE(a, slurp(run_into(c, "f") / "results.csv"));
 }
 
+TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRecorded) {
+  // README: 65536 samples at a time on cpu; on cuda at least 1e5, so that a
+  // chunk fills a GPU (issue 22). The results do not depend on it.
+  Config c = config(ring_toml(300));
+  EXPECT_EQ(c.chunk, 0);
+  const fs::path dir = run_into(c, "default");
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "run.json"))["config"]["integrator"]["chunk"].get<long>(), 65536);
+  c.chunk = 7;
+  EXPECT_EQ(slurp(dir / "results.csv"), slurp(run_into(c, "seven") / "results.csv"));
+  const Config g = config("backend = \"cuda\"\n" + ring_toml(300));
+  EXPECT_GE(nlohmann::json::parse(g.to_json())["integrator"]["chunk"].get<long>(), 100000);
+  const Config h = config("backend = \"cuda\"\n" + ring_toml(300, "chunk = 4096\n"));
+  EXPECT_EQ(nlohmann::json::parse(h.to_json())["integrator"]["chunk"].get<long>(), 4096);
+}
+
 TEST(Run, SampleIOfNSamplesEqualsSampleIOf2NSamples) {
   const Csv small(run_into(config(ring_toml(300)), "n") / "results.csv");
   const Csv large(run_into(config(ring_toml(600)), "2n") / "results.csv");

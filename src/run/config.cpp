@@ -315,6 +315,8 @@ nlohmann::json dist_json(const Dist& d) {
 
 }  // namespace
 
+long default_chunk(Backend b) { return b == Backend::cuda ? 1L << 20 : 65536; }
+
 namespace {
 
 // model, samples, seed, backend, threads
@@ -790,7 +792,7 @@ std::string Config::to_json() const {
                      {"residual_limit", num(run.residual_limit)},
                      {"expected_rank", run.expected_rank},
                      {"rank_rtol", run.rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(run.rank_rtol)},
-                     {"chunk", chunk}};
+                     {"chunk", chunk > 0 ? chunk : default_chunk(backend)}};
   if (run.method == Method::dopri5) {
     j["integrator"]["rtol"] = run.rtol;
     j["integrator"]["atol"] = run.atol;

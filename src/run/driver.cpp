@@ -804,7 +804,9 @@ Outcome execute_one(const Config& c, const ExecuteOptions& o, bool& agreed) {
 
 }  // namespace
 
-Outcome execute(const Config& c, const ExecuteOptions& o) {
+Outcome execute(const Config& given, const ExecuteOptions& o) {
+  Config c = given;
+  if (c.chunk <= 0) c.chunk = default_chunk(c.backend);
   Cluster* const cl = cluster_of(o);
   if (cl && cl->rank() != 0) return execute_rank(c, o, *cl);
   bool agreed = false;
