@@ -251,13 +251,24 @@ TEST(Run, SameSeedGivesIdenticalResultsAcrossRunsThreadsAndChunks) {
   EXPECT_NE(a, slurp(run_into(c, "f") / "results.csv"));
 }
 
-TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRecorded) {
+TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRunJsonRecordsItAndThePhases) {
   // README: 65536 samples at a time on cpu; on cuda at least 1e5, so that a
   // chunk fills a GPU (issue 22). The results do not depend on it.
   Config c = config(ring_toml(300));
   EXPECT_EQ(c.chunk, 0);
   const fs::path dir = run_into(c, "default");
-  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "run.json"))["config"]["integrator"]["chunk"].get<long>(), 65536);
+  const nlohmann::json rj = nlohmann::json::parse(slurp(dir / "run.json"));
+  EXPECT_EQ(rj["config"]["integrator"]["chunk"].get<long>(), 65536);
+  // Where the wall time went: each phase of this run once, together within
+  // the wall time.
+  double phases = 0;
+  for (const char* p : {"setup", "samples", "checkpoint", "results_csv", "results_npy", "summary"}) {
+    ASSERT_TRUE(rj["phase_seconds"].contains(p)) << p;
+    EXPECT_GE(rj["phase_seconds"][p].get<double>(), 0.0) << p;
+    phases += rj["phase_seconds"][p].get<double>();
+  }
+  EXPECT_EQ(rj["phase_seconds"].size(), 6u);
+  EXPECT_LE(phases, rj["wall_seconds"].get<double>());
   c.chunk = 7;
   EXPECT_EQ(slurp(dir / "results.csv"), slurp(run_into(c, "seven") / "results.csv"));
   const Config g = config("backend = \"cuda\"\n" + ring_toml(300));

@@ -111,24 +111,43 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
                       " (expected at most initial.tolerance = " + g17(c.initial_tol) + ") for " + describe());
 }
 
-// The inputs of sample i (canonical order): the varying ones as drawn into
-// the table before the run, the fixed ones from the config.
-std::vector<double> inputs_of(const Config& c, const Table& t, long i) {
-  const std::vector<const Input*> in = c.inputs();
-  std::vector<double> v(in.size());
-  for (std::size_t k = 0; k < in.size(); ++k) v[k] = in[k]->dist.a;
-  for (std::size_t k = 0; k < t.varying.size(); ++k) v[t.varying[k]] = t.cols[1 + k].d[static_cast<std::size_t>(i)];
-  return v;
-}
-
-// Sets system k of e to sample i at its initial state; returns the energy
-// of that state.
-double set_sample(const Config& c, const Table& t, Ensemble& e, int k, long i) {
+// Sets system k of e to sample ids[k] at its initial state, for every k;
+// returns the energies of those states. The states are computed by
+// `threads` threads (0: all cores), then set one by one (an Ensemble is not
+// shared between threads). The inputs of a sample (canonical order): the
+// varying ones as drawn into the table before the run, the fixed ones from
+// the config.
+std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, const std::vector<long>& ids,
+                                int threads) {
   const ModelInfo& M = *c.model;
-  std::vector<double> p(M.params.size()), q(static_cast<std::size_t>(M.n)), qd(static_cast<std::size_t>(M.n));
-  initial_state(c, i, inputs_of(c, t, i), p.data(), q.data(), qd.data());
-  e.set(k, p, q.data(), qd.data(), c.t0);
-  return M.energy(p, q.data(), qd.data(), c.t0);
+  const std::size_t N = ids.size(), np = M.params.size(), n = static_cast<std::size_t>(M.n);
+  const std::vector<const Input*> inputs = c.inputs();
+  std::vector<double> P(N * np), Q(N * n), QD(N * n), E0(N);
+  std::exception_ptr failed;
+  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<double> in(inputs.size());
+    for (std::size_t k = 0; k < inputs.size(); ++k) in[k] = inputs[k]->dist.a;
+#pragma omp for schedule(static)
+    for (std::size_t k = 0; k < N; ++k) {
+      try {
+        const std::size_t i = static_cast<std::size_t>(ids[k]);
+        for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
+        double* p = P.data() + k * np;
+        initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
+        E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
+      } catch (...) {
+#pragma omp critical(ukb_set_samples)
+        if (!failed) failed = std::current_exception();
+      }
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (std::size_t k = 0; k < N; ++k)
+    e.set(static_cast<int>(k), std::span<const double>(P.data() + k * np, np), Q.data() + k * n, QD.data() + k * n,
+          c.t0);
+  return E0;
 }
 
 // The output directory of a run.
@@ -262,8 +281,7 @@ CrosscheckReport crosscheck_run(const Config& c, const ModelInfo& M2, const Tabl
   const std::vector<long> ids = crosscheck_subset(c, table.status, o.crosscheck_samples);
   const int N = static_cast<int>(ids.size());
   std::unique_ptr<Ensemble> e = M2.ensemble(N, other);
-  std::vector<double> e0(ids.size());
-  for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
+  const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
   integrate_until_done(*e, c.run, eo, [](std::int64_t, long) {});
   Config sized = c;
   sized.samples = N;  // the table's columns reserve room for N rows
@@ -317,35 +335,50 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
   for (long s = first; s < first + count; ++s)
     if (!recorded_in(record, s)) ids.push_back(s);
   const int N = static_cast<int>(ids.size());
-  Config sized = c;
-  sized.samples = N;
-  Table sub = make_table(sized);
+  // Where each column that is not an input goes among the block's columns.
+  std::vector<std::size_t> slot(table.cols.size(), 0);
+  std::size_t cols = 0;
+  for (std::size_t j = 0; j < table.cols.size(); ++j)
+    if (!table.cols[j].input) slot[j] = cols++;
+  const std::size_t n = static_cast<std::size_t>(N);
+  std::vector<char> out(16 + n * (cols * 8 + 4));
   double steps = 0;
   if (N > 0) {
     if (!e || e->size() != N) e = M.ensemble(N, c.backend);
-    std::vector<double> e0(ids.size());
-    for (int k = 0; k < N; ++k) e0[std::size_t(k)] = set_sample(c, table, *e, k, ids[std::size_t(k)]);
+    const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
     integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long active) {
       steps += static_cast<double>(s);
       if (each) each(s, active);
     });
-    const Finals f(*e, sub);
-    for (int k = 0; k < N; ++k) append_row(sub, c, ids[std::size_t(k)], f, k, e0[std::size_t(k)]);
+    // The rows, by the run's threads, straight into the block's columns.
+    const Finals f(*e, table);
+    char* const data = out.data() + 16;
+    std::exception_ptr failed;
+    const int nt = std::max(1, eo.threads > 0 ? eo.threads : omp_get_max_threads());
+#pragma omp parallel num_threads(nt)
+    {
+      RowScratch r;
+      std::vector<std::uint64_t> v(table.cols.size());
+#pragma omp for schedule(static)
+      for (int k = 0; k < N; ++k) {
+        try {
+          std::int32_t st;
+          const std::size_t kk = static_cast<std::size_t>(k);
+          row_values(table, c, ids[kk], f, k, e0[kk], v.data(), st, r);
+          for (std::size_t j = 0; j < table.cols.size(); ++j)
+            if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + kk) * 8, &v[j], 8);
+          std::memcpy(data + cols * n * 8 + kk * 4, &st, 4);
+        } catch (...) {
+#pragma omp critical(ukb_block_rows)
+          if (!failed) failed = std::current_exception();
+        }
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
   }
-  std::vector<char> out;
-  auto put = [&](const void* p, std::size_t bytes) {
-    const char* b = static_cast<const char*>(p);
-    out.insert(out.end(), b, b + bytes);
-  };
   const std::int64_t rows = N;
-  put(&rows, 8);
-  put(&steps, 8);
-  for (const Column& col : sub.cols) {
-    if (col.input) continue;
-    if (col.integer) put(col.i.data(), col.i.size() * 8);
-    else put(col.d.data(), col.d.size() * 8);
-  }
-  put(sub.status.data(), sub.status.size() * 4);
+  std::memcpy(out.data(), &rows, 8);
+  std::memcpy(out.data() + 8, &steps, 8);
   return out;
 }
 
@@ -365,31 +398,38 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
     throw std::runtime_error("a block's rows from another rank have the wrong size");
   const char* data = rows.data() + 16;
   const std::vector<long> record = sorted_record(c);
+  const std::size_t n = static_cast<std::size_t>(N);
   std::int64_t k = 0;
-  for (long s = first; s < first + count; ++s) {
+  for (long s = first; s < first + count;) {
     if (recorded_in(record, s)) {
       steps += recorded(s);
+      ++s;
       continue;
     }
-    if (k >= N) throw std::runtime_error("a block from another rank has too few rows");
+    // The samples up to the next recorded one: a run of rows, column by column.
+    long end = s + 1;
+    while (end < first + count && !recorded_in(record, end)) ++end;
+    const std::size_t len = static_cast<std::size_t>(end - s), at = static_cast<std::size_t>(k);
+    if (k + static_cast<std::int64_t>(len) > N) throw std::runtime_error("a block from another rank has too few rows");
     std::size_t j = 0;
     for (Column& col : table.cols) {
       if (col.input) continue;
-      const char* v = data + (j++ * static_cast<std::size_t>(N) + static_cast<std::size_t>(k)) * 8;
+      const char* v = data + (j++ * n + at) * 8;
       if (col.integer) {
-        std::int64_t x;
-        std::memcpy(&x, v, 8);
-        col.i.push_back(x);
+        const std::size_t old = col.i.size();
+        col.i.resize(old + len);
+        std::memcpy(col.i.data() + old, v, len * 8);
       } else {
-        double x;
-        std::memcpy(&x, v, 8);
-        col.d.push_back(x);
+        const std::size_t old = col.d.size();
+        col.d.resize(old + len);
+        std::memcpy(col.d.data() + old, v, len * 8);
       }
     }
-    std::int32_t st;
-    std::memcpy(&st, data + cols * static_cast<std::size_t>(N) * 8 + static_cast<std::size_t>(k) * 4, 4);
-    table.status.push_back(st);
-    ++k;
+    const std::size_t old = table.status.size();
+    table.status.resize(old + len);
+    std::memcpy(table.status.data() + old, data + cols * n * 8 + at * 4, len * 4);
+    k += static_cast<std::int64_t>(len);
+    s = end;
   }
   if (k != N) throw std::runtime_error("a block from another rank has too many rows");
   return steps;
@@ -476,6 +516,14 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
 
 Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned, bool& agreed) {
   const auto start = Clock::now();
+  // Where the wall time went (run.json's phase_seconds): each phase's end.
+  nlohmann::json phases = nlohmann::json::object();
+  auto last_phase = start;
+  auto phase = [&](const char* name) {
+    const auto now = Clock::now();
+    phases[name] = std::chrono::duration<double>(now - last_phase).count();
+    last_phase = now;
+  };
   Cluster* const cl = cluster_of(o);
   if (cl && o.crosscheck)
     throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
@@ -527,6 +575,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   check_memory(c);
   Table table = make_table(c);
   draw_all(c, table);
+  phase("setup");
 
   // A checkpoint: continue from it (--resume), or refuse to overwrite it.
   const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
@@ -593,8 +642,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   std::vector<double> recorded_e0;
   if (!c.record.empty()) {
     recorded = M.ensemble(static_cast<int>(c.record.size()), c.backend);
-    for (std::size_t k = 0; k < c.record.size(); ++k)
-      recorded_e0.push_back(set_sample(c, table, *recorded, static_cast<int>(k), c.record[k]));
+    recorded_e0 = set_samples(c, table, *recorded, c.record, eo.threads);
     AtomicFile& f = out.open("trajectories.csv");
     record_trajectories(c, *recorded, eo, f.stream());
     f.close();
@@ -614,7 +662,8 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   // The outcome of a run stopped with its checkpoint written.
   auto stopped = [&] {
     progress.update(done, system_steps, true);
-    Outcome r;
+
+   Outcome r;
     r.interrupted = true;
     r.done = done;
     r.samples = c.samples;
@@ -690,11 +739,13 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       return stopped();
     }
   }
+  phase("samples");
   progress.update(done, system_steps, true);
 
   // The results in a checkpoint first: a failure while the outputs are
   // written (a full disk) then loses nothing (--resume writes them).
   if (!resumed_complete) save();
+  phase("checkpoint");
   std::optional<CrosscheckReport> cross;
   if (o.crosscheck) {
     // Whatever goes wrong in the cross-check, the run's own outputs follow.
@@ -711,26 +762,30 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     AtomicFile& f = out.open("crosscheck.json");
     f.stream() << cross->to_json();
     f.close();
+    phase("crosscheck");
   }
   if (c.write_csv) {
     AtomicFile& f = out.open("results.csv");
     write_csv(f.stream(), table, eo.threads);
     f.close();
+    phase("results_csv");
   }
   if (c.write_npy) {
     AtomicFile& f = out.open("results.npy");
     write_npy(f.stream(), table);
     f.close();
+    phase("results_npy");
   }
   Outcome result;
   result.samples = c.samples;
   result.done = c.samples;
-  const nlohmann::json sum = summary(c, table, result);
+  const nlohmann::json sum = summary(c, table, result, eo.threads);
   {
     AtomicFile& f = out.open("summary.json");
     f.stream() << sum.dump(2) << '\n';
     f.close();
   }
+  phase("summary");
   result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   {
     nlohmann::json r;
@@ -742,6 +797,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r["samples"] = c.samples;
     r["status_counts"] = sum["status_counts"];
     r["wall_seconds"] = result.wall_s;
+    r["phase_seconds"] = phases;
     r["system_steps"] = system_steps;
     r["ranks"] = cl ? cl->size() : 1;
     if (cl) {  // the load balance: each rank's time integrating its blocks

@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <map>
+
+#include <omp.h>
 
 #include "ukb/status.hpp"
 
@@ -88,7 +91,7 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
 }
 
 
-nlohmann::json summary(const Config& c, const Table& t, Outcome& result) {
+nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads) {
   std::map<std::int32_t, std::vector<std::size_t>> by_status;
   std::vector<std::size_t> ok_rows;
   for (std::size_t r = 0; r < t.rows(); ++r) {
@@ -108,23 +111,44 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result) {
       "finished or at_rest, 'by_status' each status on its own (failed samples report their last "
       "good state); std has the n - 1 denominator; quantiles interpolate linearly between order "
       "statistics; histograms have equal bins over [min, max]";
-  for (const Column& col : t.cols) {
-    if (col.name == "sample" || col.input) continue;
-    std::vector<double> v = col.d;
-    if (col.integer) v.assign(col.i.begin(), col.i.end());
-    nlohmann::json& o = sum["observables"][col.name];
-    o["successful"] = stats(v, ok_rows, c.histogram_bins);
-    bool headline = col.name == "t_stop";
-    for (const std::string& nm : c.model->initial_names) headline = headline || col.name == nm + "_final";
-    if (headline && o["successful"].contains("quantiles"))
-      result.medians.emplace_back(col.name, o["successful"]["quantiles"]["p50"].get<double>());
-    for (const auto& [s, rows] : by_status) {
-      // A status of the successful ones that every successful sample has (the
-      // usual case): the same rows, the same statistics.
-      const bool same = (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
-                        rows.size() == ok_rows.size();
-      o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
+  // Each observable's statistics by one of `threads` threads, then put
+  // together in column order.
+  std::vector<const Column*> todo;
+  for (const Column& col : t.cols)
+    if (col.name != "sample" && !col.input) todo.push_back(&col);
+  std::vector<nlohmann::json> obs(todo.size());
+  std::exception_ptr failed;
+  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    try {
+      const Column& col = *todo[k];
+      std::vector<double> converted;
+      if (col.integer) converted.assign(col.i.begin(), col.i.end());
+      const std::vector<double>& v = col.integer ? converted : col.d;
+      nlohmann::json& o = obs[k];
+      o["successful"] = stats(v, ok_rows, c.histogram_bins);
+      for (const auto& [s, rows] : by_status) {
+        // A status of the successful ones that every successful sample has
+        // (the usual case): the same rows, the same statistics.
+        const bool same =
+            (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
+            rows.size() == ok_rows.size();
+        o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
+      }
+    } catch (...) {
+#pragma omp critical(ukb_summary)
+      if (!failed) failed = std::current_exception();
     }
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const std::string& name = todo[k]->name;
+    bool headline = name == "t_stop";
+    for (const std::string& nm : c.model->initial_names) headline = headline || name == nm + "_final";
+    if (headline && obs[k]["successful"].contains("quantiles"))
+      result.medians.emplace_back(name, obs[k]["successful"]["quantiles"]["p50"].get<double>());
+    sum["observables"][name] = std::move(obs[k]);
   }
   return sum;
 }

@@ -16,7 +16,9 @@ namespace ukb::run {
 nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins);
 
 /// summary.json of a finished table: the counts per status and the
-/// statistics of every observable; fills result's status counts and medians.
-nlohmann::json summary(const Config& c, const Table& t, Outcome& result);
+/// statistics of every observable, each by one of `threads` threads (0: all
+/// cores; the same bytes for any count); fills result's status counts and
+/// medians.
+nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads);
 
 }  // namespace ukb::run

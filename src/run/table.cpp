@@ -1,6 +1,8 @@
 // The results table: columns from the config, the model and the field table.
 #include "table.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace ukb::run {
@@ -73,36 +75,67 @@ Finals::Finals(Ensemble& e, const Table& table)
   }
 }
 
-void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
+namespace {
+std::uint64_t bits(double x) {
+  std::uint64_t b;
+  std::memcpy(&b, &x, 8);
+  return b;
+}
+std::uint64_t bits(std::int64_t x) { return static_cast<std::uint64_t>(x); }
+}  // namespace
+
+void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
+                std::uint64_t* by_col, std::int32_t& status, RowScratch& r) {
   const ModelInfo& M = *c.model;
   const int n = M.n, np = static_cast<int>(M.params.size());
-  std::vector<double> p(static_cast<std::size_t>(np)), q(static_cast<std::size_t>(n)), qd(static_cast<std::size_t>(n));
-  for (int j = 0; j < np; ++j) p[std::size_t(j)] = f.params[soa(j, k, f.N)];
-  for (int j = 0; j < n; ++j) q[std::size_t(j)] = f.q[soa(j, k, f.N)], qd[std::size_t(j)] = f.qd[soa(j, k, f.N)];
+  r.p.resize(static_cast<std::size_t>(np));
+  r.q.resize(static_cast<std::size_t>(n));
+  r.qd.resize(static_cast<std::size_t>(n));
+  for (int j = 0; j < np; ++j) r.p[std::size_t(j)] = f.params[soa(j, k, f.N)];
+  for (int j = 0; j < n; ++j) r.q[std::size_t(j)] = f.q[soa(j, k, f.N)], r.qd[std::size_t(j)] = f.qd[soa(j, k, f.N)];
   const double tf = f.t[k];
-  t.cols[0].i.push_back(sample);
-  t.status.push_back(f.status[k]);
+  by_col[0] = bits(std::int64_t(sample));
+  status = f.status[k];
   std::size_t col = t.c_t;
-  t.cols[col++].d.push_back(tf);
-  for (double x : q) t.cols[col++].d.push_back(x);
-  for (double x : qd) t.cols[col++].d.push_back(x);
+  by_col[col++] = bits(tf);
+  for (double x : r.q) by_col[col++] = bits(x);
+  for (double x : r.qd) by_col[col++] = bits(x);
   if (!M.initial_names.empty()) {
-    std::vector<double> nat(M.initial_names.size());
-    M.natural_state(p, q.data(), qd.data(), nat.data());
-    for (double x : nat) t.cols[col++].d.push_back(x);
+    r.nat.resize(M.initial_names.size());
+    M.natural_state(r.p, r.q.data(), r.qd.data(), r.nat.data());
+    for (double x : r.nat) by_col[col++] = bits(x);
   }
   for (std::size_t m = 0; m < t.monitors.size(); ++m) {
-    Column& to = t.cols[t.monitors[m].col];
-    if (f.real[m]) to.d.push_back(f.real[m][k]);
-    else if (f.i64s[m]) to.i.push_back(f.i64s[m][k]);
-    else to.i.push_back(f.i32s[m][k]);
+    std::uint64_t& to = by_col[t.monitors[m].col];
+    if (f.real[m]) to = bits(f.real[m][k]);
+    else if (f.i64s[m]) to = bits(std::int64_t(f.i64s[m][k]));
+    else to = bits(std::int64_t(f.i32s[m][k]));
   }
   if (t.energies) {
-    const double e1 = M.energy(p, q.data(), qd.data(), tf);
-    t.cols[t.c_energy].d.push_back(e0);
-    t.cols[t.c_energy + 1].d.push_back(e1);
-    t.cols[t.c_energy + 2].d.push_back(e0 - e1);
+    const double e1 = M.energy(r.p, r.q.data(), r.qd.data(), tf);
+    by_col[t.c_energy] = bits(e0);
+    by_col[t.c_energy + 1] = bits(e1);
+    by_col[t.c_energy + 2] = bits(e0 - e1);
   }
+}
+
+void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
+  std::vector<std::uint64_t> v(t.cols.size());
+  std::int32_t st;
+  RowScratch r;
+  row_values(t, c, sample, f, k, e0, v.data(), st, r);
+  for (std::size_t j = 0; j < t.cols.size(); ++j) {
+    Column& col = t.cols[j];
+    if (col.input) continue;
+    if (col.integer) {
+      col.i.push_back(static_cast<std::int64_t>(v[j]));
+    } else {
+      double x;
+      std::memcpy(&x, &v[j], 8);
+      col.d.push_back(x);
+    }
+  }
+  t.status.push_back(st);
 }
 
 }  // namespace ukb::run

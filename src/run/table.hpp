@@ -63,9 +63,19 @@ struct Finals {
   std::vector<const std::int32_t*> i32s;   ///< per entry (32-bit counters), else null
 };
 
-/// Appends the row of a sample: its index, its status, its final state
-/// (system k of the ensemble), natural quantities, monitors and energies
-/// (e0: the energy of its initial state).
+/// The row of a sample: its index, its status, its final state (system k
+/// of the ensemble), natural quantities, monitors and energies (e0: the
+/// energy of its initial state), each column's value as its 8 bytes (a
+/// double's or an int64's) at the column's index in `by_col` (t.cols.size()
+/// entries; the input columns' are left alone). `scratch` is reused
+/// between calls (one per thread).
+struct RowScratch {
+  std::vector<double> p, q, qd, nat;
+};
+void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
+                std::uint64_t* by_col, std::int32_t& status, RowScratch& scratch);
+
+/// Appends the row of a sample (row_values) to the table.
 void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0);
 
 }  // namespace ukb::run
