@@ -1405,6 +1405,25 @@ std::string fnv_trailer(const std::string& bytes) {
   return t;
 }
 
+// The trailer of checkpoints since FNV1A64W: FNV-1a 64 over the
+// little-endian 64-bit words of the bytes (the last one zero-padded), then
+// over the byte count; written here independently of the checkpoint code.
+std::string fnv_words_trailer(const std::string& bytes) {
+  std::string b = bytes;
+  b.resize((b.size() + 7) / 8 * 8, '\0');
+  std::uint64_t h = 1469598103934665603ULL;
+  auto word = [&](std::uint64_t w) { h = (h ^ w) * 1099511628211ULL; };
+  for (std::size_t i = 0; i < b.size(); i += 8) {
+    std::uint64_t w = 0;
+    for (int k = 7; k >= 0; --k) w = (w << 8) | static_cast<unsigned char>(b[i + static_cast<std::size_t>(k)]);
+    word(w);
+  }
+  word(bytes.size());
+  char t[32];
+  std::snprintf(t, sizeof t, "FNV1A64W%016llx\n", static_cast<unsigned long long>(h));
+  return t;
+}
+
 TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
   std::ofstream(cfg) << resumable_toml(200);
@@ -1416,6 +1435,8 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   }
   const fs::path file = fs::path(dir) / "checkpoint.ukb";
   const std::string good = slurp(file);
+  ASSERT_GT(good.size(), 25u);
+  EXPECT_EQ(good.substr(good.size() - 25), fnv_words_trailer(good.substr(0, good.size() - 25)));
   auto refused = [&](const std::string& what, const std::string& content, const std::string& args,
                      const std::vector<std::string>& expect) {
     SCOPED_TRACE(what);
@@ -1497,6 +1518,14 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
   EXPECT_EQ(run_cli(resume).code, 0);
   EXPECT_TRUE(fs::exists(fs::path(dir) / "results.csv"));
+  // So does one of an earlier build, whose checksum is FNV-1a over the bytes,
+  // to the same results.
+  const std::string csv = slurp(fs::path(dir) / "results.csv");
+  fs::remove(fs::path(dir) / "results.csv");
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << body + fnv_trailer(body);
+  const CliRun earlier = run_cli(resume);
+  EXPECT_EQ(earlier.code, 0) << earlier.err;
+  EXPECT_EQ(slurp(fs::path(dir) / "results.csv"), csv);
 }
 
 }  // namespace

@@ -22,10 +22,19 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are little endian");
 
 constexpr const char* kMagic = "UKB-CHECKPOINT 1\n";
-constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV1A64 " + 16 hex digits + "\n"
+constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV1A64W" + 16 hex digits + "\n"
+constexpr const char* kWords = "FNV1A64W";    // FnvWords: what is written
+constexpr const char* kBytes = "FNV1A64 ";    // Fnv over the bytes: earlier builds' checkpoints, still read
 
-// The checksum line of a checkpoint.
-std::string checksum_line(const Fnv& sum) { return "FNV1A64 " + sum.hex() + "\n"; }
+// A checkpoint's checksum: of its words (written), or of its bytes (read
+// from a checkpoint of an earlier build).
+struct Checksum {
+  bool words = true;
+  FnvWords w;
+  Fnv b;
+  void add(const void* p, std::size_t n) { words ? w.add(p, n) : b.add(p, n); }
+  std::string line() const { return words ? kWords + w.hex() + "\n" : kBytes + b.hex() + "\n"; }
+};
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -51,7 +60,7 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   const std::size_t rows = static_cast<std::size_t>(k.done);
 
   AtomicFile f(file, "the checkpoint");
-  Fnv sum;
+  Checksum sum;
   auto put = [&](const void* p, std::size_t n) {
     f.write(p, n);
     sum.add(p, n);
@@ -65,7 +74,7 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   }
   if (status.size() < rows) throw std::logic_error("write_checkpoint: fewer statuses than done");
   put(status.data(), rows * 4);
-  const std::string trailer = checksum_line(sum);
+  const std::string trailer = sum.line();
   f.write(trailer.data(), trailer.size());
   f.close(/*sync=*/true);
   f.publish();
@@ -95,7 +104,15 @@ Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std
     return ConfigError(name + ": " + why + "; it cannot be resumed (delete it, or the whole "
                        "directory, to start the run again)");
   };
-  Fnv sum;
+  // The checksum its trailer names (the first 8 of the last kTrailer bytes).
+  Checksum sum;
+  if (size >= kTrailer) {
+    char tag[8];
+    f.seekg(static_cast<std::streamoff>(size - kTrailer));
+    if (f.read(tag, 8) && std::string(tag, 8) == kBytes) sum.words = false;
+    f.clear();
+    f.seekg(0);
+  }
   std::uintmax_t at = 0;
   // Reads n bytes into p, into the checksum.
   auto get = [&](void* p, std::size_t n) {
@@ -172,8 +189,9 @@ Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std
   get(k.status.data(), rows * 4);
   std::string trailer(kTrailer, '\0');
   if (!f.read(trailer.data(), static_cast<std::streamsize>(kTrailer))) throw bad("the checkpoint is truncated");
-  if (trailer.compare(0, 8, "FNV1A64 ") != 0) throw bad("the checkpoint is truncated (no checksum at its end)");
-  if (trailer != checksum_line(sum)) throw bad("the checkpoint is corrupted (checksum mismatch)");
+  if (trailer.compare(0, 8, kWords) != 0 && trailer.compare(0, 8, kBytes) != 0)
+    throw bad("the checkpoint is truncated (no checksum at its end)");
+  if (trailer != sum.line()) throw bad("the checkpoint is corrupted (checksum mismatch)");
   // The checksum holds: the fields must still be those of a run (a file
   // forged with a recomputed checksum, or written by a buggy build).
   for (std::size_t r = 0; r < k.status.size(); ++r)

@@ -11,7 +11,9 @@
 //   header: JSON (version, config, counts, column names and kinds)
 //   body:   every column's `done` values (8 bytes each, little endian:
 //           double or int64), then `done` statuses (int32)
-//   "FNV1A64 " + 16 hex digits + "\n": the checksum of everything before
+//   "FNV1A64W" + 16 hex digits + "\n": the checksum of everything before
+//           (files.hpp: FnvWords; a trailer "FNV1A64 ", FNV-1a over the
+//           bytes, is that of an earlier build's checkpoint, still read)
 //
 // The body is streamed from and to the columns (no copy of the table). The
 // file is written under a unique temporary name (files.hpp: AtomicFile,

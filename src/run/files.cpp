@@ -387,4 +387,18 @@ std::string Fnv::hex() const {
   return t;
 }
 
+std::string FnvWords::hex() const {
+  FnvWords f = *this;
+  if (f.fill_ > 0) {
+    std::memset(f.part_ + f.fill_, 0, 8 - f.fill_);
+    f.word(f.part_);
+  }
+  unsigned char count[8];
+  std::memcpy(count, &bytes_, 8);
+  f.word(count);
+  char t[17];
+  std::snprintf(t, sizeof t, "%016llx", static_cast<unsigned long long>(f.h));
+  return t;
+}
+
 }  // namespace ukb::run

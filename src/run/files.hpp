@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -85,8 +86,9 @@ class DirLock {
   int fd_ = -1;
 };
 
-/// FNV-1a, 64 bits, fed piece by piece: the checksum of checkpoints and the
-/// keys and content hashes of the model-file cache (not a defence against
+/// FNV-1a, 64 bits, fed piece by piece: the checksum of checkpoints written
+/// by earlier builds (FnvWords now) and the keys and content hashes of the
+/// model-file cache (not a defence against
 /// someone who can write those files).
 struct Fnv {
   std::uint64_t h = 1469598103934665603ULL;
@@ -99,6 +101,41 @@ struct Fnv {
   }
   /// 16 lower-case hex digits.
   std::string hex() const;
+};
+
+/// FNV-1a, 64 bits, over the little-endian 64-bit words of the bytes fed
+/// (fed piece by piece; the last word zero-padded), then over their count:
+/// the checksum checkpoints are written with (trailer "FNV1A64W"; those of
+/// Fnv over the bytes, trailer "FNV1A64 ", are still read), about eight
+/// times faster than Fnv (one multiply per 8 bytes instead of per byte: the
+/// 184 MB checkpoint of 10^6 ring samples took 0.23 s to checksum byte by
+/// byte).
+struct FnvWords {
+  std::uint64_t h = 1469598103934665603ULL;
+  void add(const void* p, std::size_t n) {
+    const unsigned char* c = static_cast<const unsigned char*>(p);
+    bytes_ += n;
+    for (; fill_ > 0 && fill_ < 8 && n > 0; --n) part_[fill_++] = *c++;
+    if (fill_ == 8) {
+      word(part_);
+      fill_ = 0;
+    }
+    for (; n >= 8; n -= 8, c += 8) word(c);
+    for (; n > 0; --n) part_[fill_++] = *c++;
+  }
+  /// 16 lower-case hex digits of the checksum of everything fed.
+  std::string hex() const;
+
+ private:
+  void word(const unsigned char* b) {
+    std::uint64_t w;
+    std::memcpy(&w, b, 8);
+    h ^= w;
+    h *= 1099511628211ULL;
+  }
+  unsigned char part_[8] = {};
+  std::size_t fill_ = 0;
+  std::uint64_t bytes_ = 0;
 };
 
 /// The largest config file read (bytes).
