@@ -85,6 +85,16 @@ def main(d):
               f"cpu with {ci.get('threads', '?')} threads {ci['wall_seconds']:.2f} s: "
               f"{ci['wall_seconds'] / gi['wall_seconds']:.1f}x; statuses equal in {same_status} of {len(ct)}; "
               f"largest |theta_final difference| {dtheta:.2e} rad, |t_stop difference| {dstop:.2e} s")
+        # Where each run's wall time went (run.json's phase_seconds; absent
+        # in runs of builds before it).
+        phases = [k for k in ("setup", "samples", "checkpoint", "results_csv", "results_npy", "summary")
+                  if k in gi.get("phase_seconds", {}) or k in ci.get("phase_seconds", {})]
+        if phases:
+            print("\n| backend | " + " | ".join(phases) + " |")
+            print("|---|" + "---|" * len(phases))
+            for be, info in (("cuda", gi), ("cpu", ci)):
+                ph = info.get("phase_seconds", {})
+                print(f"| {be} | " + " | ".join(f"{ph[k]:.3f} s" if k in ph else "" for k in phases) + " |")
 
 
 if __name__ == "__main__":
