@@ -277,6 +277,31 @@ TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRunJsonRecordsItAndThePhase
   EXPECT_EQ(nlohmann::json::parse(h.to_json())["integrator"]["chunk"].get<long>(), 4096);
 }
 
+TEST(Run, ABadInitialStateIsReportedForTheFirstSuchSampleWithAnyThreadCount) {
+  // Raw initial states on the unit ring: x = 0.5 (off the ring) at positions
+  // 3 and 7 of an axis of 8, so samples 3, 7, 11, ... are bad; the samples
+  // are checked by the run's threads before any work, and the message names
+  // sample 3 whichever thread meets a bad one first.
+  const std::string toml =
+      "model = \"bead_on_ring\"\nsamples = 4000\nseed = 1\n[integrator]\ndt = 0.01\nt_end = 0.1\n"
+      "[params]\nmu = 0.2\n[initial]\nq = [{ dist = \"values\", values = [1.0, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 0.5] }, "
+      "0.0]\nqd = [0.0, 0.0]\n";
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    Config c = config(toml);
+    c.threads = threads;
+    const fs::path dir = unique_path("bad" + std::to_string(threads));
+    try {
+      run::execute(c, {.out_dir = dir.string()});
+      ADD_FAILURE() << "no error";
+    } catch (const run::ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("sample 3: the raw initial state violates the constraints"), std::string::npos) << what;
+    }
+    EXPECT_FALSE(fs::exists(dir / "results.csv"));
+  }
+}
+
 TEST(Run, SampleIOfNSamplesEqualsSampleIOf2NSamples) {
   const Csv small(run_into(config(ring_toml(300)), "n") / "results.csv");
   const Csv large(run_into(config(ring_toml(600)), "2n") / "results.csv");

@@ -188,14 +188,32 @@ void check_memory(const Config& c) {
 
 // Draws every sample's inputs once, into the table's input columns, and
 // checks every initial state before any work starts.
-void draw_all(const Config& c, Table& t) {
-  const ModelInfo& M = *c.model;
-  std::vector<double> p(M.params.size()), q(static_cast<std::size_t>(M.n)), qd(static_cast<std::size_t>(M.n));
-  for (long i = 0; i < c.samples; ++i) {
-    const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
-    for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d.push_back(in[t.varying[k]]);
-    initial_state(c, i, in, p.data(), q.data(), qd.data());
+void draw_all(const Config& c, Table& t, int threads) {
+  const std::size_t S = static_cast<std::size_t>(c.samples);
+  for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d.resize(S);
+  // By `threads` threads (0: all cores); a bad initial state is reported for
+  // the first such sample, as one thread would.
+  long bad = c.samples;
+  std::exception_ptr why;
+  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
+#pragma omp parallel num_threads(nt)
+  {
+    const ModelInfo& M = *c.model;
+    std::vector<double> p(M.params.size()), q(static_cast<std::size_t>(M.n)), qd(static_cast<std::size_t>(M.n));
+#pragma omp for schedule(static)
+    for (long i = 0; i < c.samples; ++i) {
+      try {
+        const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
+        for (std::size_t k = 0; k < t.varying.size(); ++k)
+          t.cols[1 + k].d[static_cast<std::size_t>(i)] = in[t.varying[k]];
+        initial_state(c, i, in, p.data(), q.data(), qd.data());
+      } catch (...) {
+#pragma omp critical(ukb_draw_all)
+        if (i < bad) bad = i, why = std::current_exception();
+      }
+    }
   }
+  if (why) std::rethrow_exception(why);
 }
 
 }  // namespace
@@ -484,7 +502,7 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
     }
     check_memory(c);
     table = make_table(c);
-    draw_all(c, table);
+    draw_all(c, table, threads_of(c, o));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -574,7 +592,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
   Table table = make_table(c);
-  draw_all(c, table);
+  draw_all(c, table, threads_of(c, o));
   phase("setup");
 
   // A checkpoint: continue from it (--resume), or refuse to overwrite it.
