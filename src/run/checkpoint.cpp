@@ -22,8 +22,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are little endian");
 
 constexpr const char* kMagic = "UKB-CHECKPOINT 1\n";
-constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV1A64W" + 16 hex digits + "\n"
-constexpr const char* kWords = "FNV1A64W";    // FnvWords: what is written
+constexpr std::size_t kTrailer = 8 + 16 + 1;  // "FNV64WX " + 16 hex digits + "\n"
+constexpr const char* kWords = "FNV64WX ";    // FnvWords: what is written
 constexpr const char* kBytes = "FNV1A64 ";    // Fnv over the bytes: earlier builds' checkpoints, still read
 
 // A checkpoint's checksum: of its words (written), or of its bytes (read
@@ -105,13 +105,16 @@ Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std
                        "directory, to start the run again)");
   };
   // The checksum its trailer names (the first 8 of the last kTrailer bytes).
+  // The stream is read from where it stands; one that cannot seek is taken
+  // to have the checksum that is written now.
   Checksum sum;
-  if (size >= kTrailer) {
+  const std::streampos start = f.tellg();
+  if (size >= kTrailer && start != std::streampos(-1)) {
     char tag[8];
-    f.seekg(static_cast<std::streamoff>(size - kTrailer));
+    f.seekg(start + static_cast<std::streamoff>(size - kTrailer));
     if (f.read(tag, 8) && std::string(tag, 8) == kBytes) sum.words = false;
     f.clear();
-    f.seekg(0);
+    f.seekg(start);
   }
   std::uintmax_t at = 0;
   // Reads n bytes into p, into the checksum.

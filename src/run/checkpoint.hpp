@@ -11,7 +11,7 @@
 //   header: JSON (version, config, counts, column names and kinds)
 //   body:   every column's `done` values (8 bytes each, little endian:
 //           double or int64), then `done` statuses (int32)
-//   "FNV1A64W" + 16 hex digits + "\n": the checksum of everything before
+//   "FNV64WX " + 16 hex digits + "\n": the checksum of everything before
 //           (files.hpp: FnvWords; a trailer "FNV1A64 ", FNV-1a over the
 //           bytes, is that of an earlier build's checkpoint, still read)
 //
@@ -66,8 +66,10 @@ void write_checkpoint(const std::filesystem::path& file, const CheckpointHeader&
 /// run (status codes, negative counters, done > samples, ...).
 Checkpoint read_checkpoint(const std::filesystem::path& file);
 
-/// The same from a stream of `size` bytes; `name` begins the messages (the
-/// checkpoint fuzz target reads from memory).
+/// The same from a stream of `size` bytes from its position; `name` begins
+/// the messages (the checkpoint fuzz target reads from memory). The
+/// checksum is the one the trailer names where the stream can seek, else
+/// the one written now.
 Checkpoint read_checkpoint(std::istream& in, std::uintmax_t size, const std::string& name);
 
 /// The parts of a config's resolved JSON that fix the results (everything
