@@ -252,8 +252,8 @@ TEST(Run, SameSeedGivesIdenticalResultsAcrossRunsThreadsAndChunks) {
 }
 
 TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRunJsonRecordsItAndThePhases) {
-  // README: 65536 samples at a time on cpu; on cuda at least 1e5, so that a
-  // chunk fills a GPU (issue 22). The results do not depend on it.
+  // README: 65536 samples at a time on cpu, 2^20 on cuda (issue 22: at
+  // least 1e5, so that a chunk fills a GPU). The results do not depend on it.
   Config c = config(ring_toml(300));
   EXPECT_EQ(c.chunk, 0);
   const fs::path dir = run_into(c, "default");
@@ -272,7 +272,7 @@ TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRunJsonRecordsItAndThePhase
   c.chunk = 7;
   EXPECT_EQ(slurp(dir / "results.csv"), slurp(run_into(c, "seven") / "results.csv"));
   const Config g = config("backend = \"cuda\"\n" + ring_toml(300));
-  EXPECT_GE(nlohmann::json::parse(g.to_json())["integrator"]["chunk"].get<long>(), 100000);
+  EXPECT_EQ(nlohmann::json::parse(g.to_json())["integrator"]["chunk"].get<long>(), 1L << 20);
   const Config h = config("backend = \"cuda\"\n" + ring_toml(300, "chunk = 4096\n"));
   EXPECT_EQ(nlohmann::json::parse(h.to_json())["integrator"]["chunk"].get<long>(), 4096);
 }
@@ -1430,14 +1430,18 @@ std::string fnv_trailer(const std::string& bytes) {
   return t;
 }
 
-// The trailer of checkpoints since FNV1A64W: FNV-1a 64 over the
+// The trailer of checkpoints since FNV64WX: FNV-1a's step on the
 // little-endian 64-bit words of the bytes (the last one zero-padded), then
-// over the byte count; written here independently of the checkpoint code.
+// on the byte count, each step followed by h ^= h >> 32; written here
+// independently of the checkpoint code.
 std::string fnv_words_trailer(const std::string& bytes) {
   std::string b = bytes;
   b.resize((b.size() + 7) / 8 * 8, '\0');
   std::uint64_t h = 1469598103934665603ULL;
-  auto word = [&](std::uint64_t w) { h = (h ^ w) * 1099511628211ULL; };
+  auto word = [&](std::uint64_t w) {
+    h = (h ^ w) * 1099511628211ULL;
+    h ^= h >> 32;
+  };
   for (std::size_t i = 0; i < b.size(); i += 8) {
     std::uint64_t w = 0;
     for (int k = 7; k >= 0; --k) w = (w << 8) | static_cast<unsigned char>(b[i + static_cast<std::size_t>(k)]);
@@ -1445,7 +1449,7 @@ std::string fnv_words_trailer(const std::string& bytes) {
   }
   word(bytes.size());
   char t[32];
-  std::snprintf(t, sizeof t, "FNV1A64W%016llx\n", static_cast<unsigned long long>(h));
+  std::snprintf(t, sizeof t, "FNV64WX %016llx\n", static_cast<unsigned long long>(h));
   return t;
 }
 
@@ -1476,6 +1480,12 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   std::string flipped = good;
   flipped[flipped.size() / 2] ^= 0x10;
   refused("a flipped bit", flipped, resume, {file.string(), "corrupted (checksum mismatch)", "cannot be resumed"});
+  // The top bits of two values of the body flipped (a double's sign): FNV-1a's
+  // multiply alone carries such differences only upwards, and two cancel.
+  std::string negated = good;
+  negated[good.size() - 25 - 8 * 40 - 1] ^= static_cast<char>(0x80);
+  negated[good.size() - 25 - 8 * 80 - 1] ^= static_cast<char>(0x80);
+  refused("two doubles negated", negated, resume, {"corrupted (checksum mismatch)"});
   refused("truncated", good.substr(0, good.size() - 100), resume, {"truncated"});
   refused("empty", "", resume, {"not a ukb checkpoint"});
   refused("not a checkpoint", "model = \"bead_on_ring\"\n", resume, {"not a ukb checkpoint"});
