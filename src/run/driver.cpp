@@ -127,11 +127,14 @@ std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, co
   const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
 #pragma omp parallel num_threads(nt)
   {
-    std::vector<double> in(inputs.size());
-    for (std::size_t k = 0; k < inputs.size(); ++k) in[k] = inputs[k]->dist.a;
+    std::vector<double> in;  // allocated in the try: nothing may throw past the loop
 #pragma omp for schedule(static)
     for (std::size_t k = 0; k < N; ++k) {
       try {
+        if (in.empty() && !inputs.empty()) {
+          in.resize(inputs.size());
+          for (std::size_t j = 0; j < inputs.size(); ++j) in[j] = inputs[j]->dist.a;
+        }
         const std::size_t i = static_cast<std::size_t>(ids[k]);
         for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
         double* p = P.data() + k * np;
@@ -199,10 +202,13 @@ void draw_all(const Config& c, Table& t, int threads) {
 #pragma omp parallel num_threads(nt)
   {
     const ModelInfo& M = *c.model;
-    std::vector<double> p(M.params.size()), q(static_cast<std::size_t>(M.n)), qd(static_cast<std::size_t>(M.n));
+    std::vector<double> p, q, qd;  // allocated in the try: nothing may throw past the loop
 #pragma omp for schedule(static)
     for (long i = 0; i < c.samples; ++i) {
       try {
+        p.resize(M.params.size());
+        q.resize(static_cast<std::size_t>(M.n));
+        qd.resize(static_cast<std::size_t>(M.n));
         const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
         for (std::size_t k = 0; k < t.varying.size(); ++k)
           t.cols[1 + k].d[static_cast<std::size_t>(i)] = in[t.varying[k]];
@@ -376,10 +382,11 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
 #pragma omp parallel num_threads(nt)
     {
       RowScratch r;
-      std::vector<std::uint64_t> v(table.cols.size());
+      std::vector<std::uint64_t> v;  // allocated in the try: nothing may throw past the loop
 #pragma omp for schedule(static)
       for (int k = 0; k < N; ++k) {
         try {
+          v.resize(table.cols.size());
           std::int32_t st;
           const std::size_t kk = static_cast<std::size_t>(k);
           row_values(table, c, ids[kk], f, k, e0[kk], v.data(), st, r);
@@ -593,7 +600,6 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   check_memory(c);
   Table table = make_table(c);
   draw_all(c, table, threads_of(c, o));
-  phase("setup");
 
   // A checkpoint: continue from it (--resume), or refuse to overwrite it.
   const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
@@ -645,6 +651,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     out.keep();
     out.remove_stale();
   };
+  phase("setup");
 
   if (cl) {  // every rank's plan is made: the others learn where the work starts
     const std::string first = cl->agree("", true);
@@ -880,8 +887,16 @@ Outcome execute_one(const Config& c, const ExecuteOptions& o, bool& agreed) {
 
 Outcome execute(const Config& given, const ExecuteOptions& o) {
   Config c = given;
-  if (c.chunk <= 0) c.chunk = default_chunk(c.backend);
   Cluster* const cl = cluster_of(o);
+  if (c.chunk <= 0) {
+    c.chunk = default_chunk(c.backend);
+    // Under MPI, blocks that give every rank four or more (the dynamic
+    // split balances the load only where there are blocks to hand out).
+    if (cl) {
+      const long per = 4L * cl->size();
+      c.chunk = std::min(c.chunk, std::max(1L, (c.samples + per - 1) / per));
+    }
+  }
   if (cl && cl->rank() != 0) return execute_rank(c, o, *cl);
   bool agreed = false;
   try {

@@ -47,6 +47,13 @@ same_files)
     mpi $p "$ukb" run sweep.toml --out sweep$p --quiet >/dev/null
     same sweep1 sweep$p results.csv results.npy summary.json trajectories.csv
   done
+  # Without integrator.chunk: blocks of at most samples / (4 ranks), here
+  # 600 / 12 = 50, and the same files.
+  sed -e 's/^samples = .*/samples = 600/' "$src/examples/incline_sweep.toml" >sweep_default.toml
+  if grep -q '^chunk' sweep_default.toml; then echo "FAIL: sweep_default.toml has a chunk"; exit 1; fi
+  mpi 3 "$ukb" run sweep_default.toml --out sweepd --quiet >/dev/null
+  same sweep1 sweepd results.csv results.npy summary.json trajectories.csv
+  grep -q '"chunk": 50,\?$' sweepd/run.json || { echo "FAIL: sweepd/run.json: chunk not 50"; grep chunk sweepd/run.json; exit 1; }
   ;;
 resume)
   # Long enough to be stopped midway (30 000 beads, a checkpoint after
