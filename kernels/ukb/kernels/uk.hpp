@@ -197,10 +197,14 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
 /// its parameters) nvcc would keep them in local memory for the whole
 /// kernel instead of in registers (nvcc 13.0, sm_90, -O3, the ring's RK4
 /// kernel in double: a 1832-byte stack frame and 202 registers, 208 bytes
-/// and 222 registers with the copies). The larger models' state does not
-/// fit in the 255 registers anyway: copies there moved their stack down
-/// but their spills up (the 6-link chain's Dormand–Prince kernel: 1504 to
-/// 8286 bytes of spill stores), so they pass their arrays as they are.
+/// and 222 registers with the copies; bench/README has every model). The
+/// larger models' state does not fit in the 255 registers anyway: copies
+/// there moved their stack down but their spill stores up (the 6-link
+/// chain's Dormand–Prince kernel: 1504 to 8286 bytes), so they pass their
+/// arrays as they are. Among the small models, those already at 255
+/// registers (planar_chain_3, rolling_disk, rolling_sphere) also traded
+/// stack for more spill stores; whether any of this is faster on a GPU is
+/// not measured yet.
 template <Model Mo>
 inline constexpr bool inlined_accel = Mo::n < 8;
 
