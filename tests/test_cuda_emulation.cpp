@@ -168,5 +168,40 @@ TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
   EXPECT_EQ(b.batch.status(127), Status::ok);
 }
 
+TEST(CudaEmulation, TheDeviceTallyCountsWhatTheHostCounts) {
+  // A batch kept on the device (Mirror), integrated in calls of 10 steps:
+  // each call's tally, reduced on the device, has the active and failed
+  // systems the host counts on the same batch, and the steps summed over
+  // every system (what `ukb run` counts its progress by, without bringing
+  // the batch back).
+  using Mo = models::BeadOnRing<double>;
+  RandomBatch<models::BeadOnRing> b(129, 601);
+  auto p = b.batch.params(5);
+  p.m = -1.0;  // fails at its first step
+  b.batch.set_params(5, p);
+  const RunOptions run{.dt = 1e-3, .t_end = 0.05};
+  const RunSettings<double> s = resolve_run<double>(run, 10, HasConstraintRows<Mo>, Mo::name, Mo::n);
+  cuda_emulated::Mirror<Mo> m(b.batch.size());
+  m.upload(b.batch.view());
+  long active = -1;
+  for (int call = 1; call <= 6; ++call) {
+    SCOPED_TRACE(call);
+    m.integrate(s, {.cuda_block = 32});
+    const Tally device = m.tally(s);
+    m.download(b.batch.view());
+    const Tally host = detail::tally(b.batch.view(), s);
+    std::int64_t steps = 0;
+    for (int i = 0; i < b.batch.size(); ++i) steps += b.batch.steps(i);
+    EXPECT_EQ(device.active, host.active);
+    EXPECT_EQ(device.failed, 1);
+    EXPECT_EQ(device.steps, steps);
+    if (call == 1) {
+      EXPECT_EQ(device.steps, 128 * 10) << "guard: the 128 good systems take the call's 10 steps";
+    }
+    active = device.active;
+  }
+  EXPECT_EQ(active, 0) << "guard: the calls reach t_end";
+}
+
 }  // namespace
 }  // namespace ukb::test

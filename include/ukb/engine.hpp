@@ -77,6 +77,7 @@ Tally tally(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s) {
   for (int i = 0; i < v.N; ++i) {
     c.active += run_active(v.status[i], v.t[i], v.steps[i], s) ? 1 : 0;
     c.failed += is_failure(static_cast<Status>(v.status[i])) ? 1 : 0;
+    c.steps += v.steps[i];
   }
   return c;
 }

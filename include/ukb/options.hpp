@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -161,6 +162,10 @@ struct RunOptions {
 struct Tally {
   long active = 0;  ///< systems with work left: status ok, t_end not reached, max_steps not taken
   long failed = 0;  ///< systems whose status is failed_*
+  /// The `steps` field summed over every system: the steps taken since each
+  /// system's set_state (on cuda reduced on the device, so that a caller
+  /// counting the progress of a run need not bring the ensemble back).
+  std::int64_t steps = 0;
 };
 
 /// Throws std::invalid_argument for execution options out of range.

@@ -260,20 +260,21 @@ template <class F>
 void integrate_until_done(Ensemble& e, const RunOptions& r, const EngineOptions& eo, F&& each) {
   const int N = e.size();
   const long budget = std::max(16L, 4000000L / N);
-  auto steps = [&] {
+  // The steps taken so far: summed here once (the ensemble is on the host
+  // after set), then from each call's tally (on cuda reduced on the device:
+  // counting them here would bring the whole ensemble back after every call).
+  std::int64_t before = 0;
+  {
     const std::int64_t* s = e.i64(Field::steps);
-    std::int64_t sum = 0;
-    for (int k = 0; k < N; ++k) sum += s[k];
-    return sum;
-  };
+    for (int k = 0; k < N; ++k) before += s[k];
+  }
   for (;;) {
-    const std::int64_t before = steps();
     const Tally left = e.integrate(r, budget, eo);
-    const std::int64_t after = steps();
-    each(after - before, left.active);
+    each(left.steps - before, left.active);
     if (left.active == 0) return;
-    if (after == before)  // no system can move any more (config checks make this unreachable)
+    if (left.steps == before)  // no system can move any more (config checks make this unreachable)
       throw std::runtime_error("the run makes no progress (dt too small for t?)");
+    before = left.steps;
   }
 }
 

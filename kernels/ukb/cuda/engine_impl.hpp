@@ -104,21 +104,27 @@ struct DeviceBatch {
   }
 };
 
-/// Per system: (1, 0) while active, (0, 1) when failed, else (0, 0).
+/// A Tally's counts as the device reduces them.
+struct Counts {
+  long active = 0, failed = 0;
+  std::int64_t steps = 0;
+};
+/// Per system: active (1 while it has work left), failed (1 when its status
+/// is a failure) and its steps.
 template <class T>
 struct TallyOf {
   const std::int32_t* status;
   const T* t;
   const std::int64_t* steps;
   RunSettings<T> s;
-  UKB_HD thrust::pair<long, long> operator()(int i) const {
-    return {run_active(status[i], t[i], steps[i], s) ? 1L : 0L, is_failure(static_cast<Status>(status[i])) ? 1L : 0L};
+  UKB_HD Counts operator()(int i) const {
+    return {run_active(status[i], t[i], steps[i], s) ? 1L : 0L, is_failure(static_cast<Status>(status[i])) ? 1L : 0L,
+            steps[i]};
   }
 };
-struct AddPairs {
-  UKB_HD thrust::pair<long, long> operator()(const thrust::pair<long, long>& a,
-                                             const thrust::pair<long, long>& b) const {
-    return {a.first + b.first, a.second + b.second};
+struct AddCounts {
+  UKB_HD Counts operator()(const Counts& a, const Counts& b) const {
+    return {a.active + b.active, a.failed + b.failed, a.steps + b.steps};
   }
 };
 
@@ -143,10 +149,9 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   Tally tally(const RunSettings<T>& s) const override {
     DeviceBatch<Mo>& d = const_cast<DeviceBatch<Mo>&>(d_);
     const BatchView<Mo> v = d.view();
-    const thrust::pair<long, long> c = thrust::transform_reduce(
-        thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(d_.N),
-        TallyOf<T>{v.status, v.t, v.steps, s}, thrust::pair<long, long>(0, 0), AddPairs{});
-    return {c.first, c.second};
+    const Counts c = thrust::transform_reduce(thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(d_.N),
+                                              TallyOf<T>{v.status, v.t, v.steps, s}, Counts{}, AddCounts{});
+    return {c.active, c.failed, c.steps};
   }
 
  private:
