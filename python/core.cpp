@@ -256,19 +256,19 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
   long budget = record_every > 0 ? record_every : 16;
   if (record_every > 0) record(nullptr);
   std::vector<char> moved(static_cast<std::size_t>(N));
-  auto total_steps = [&] {
+  // The steps taken so far: summed here once, then from each call's tally
+  // (on cuda reduced on the device, without bringing the ensemble back).
+  std::int64_t steps_done = 0;
+  {
     const std::int64_t* s = e->i64(Field::steps);
-    std::int64_t sum = 0;
-    for (py::ssize_t i = 0; i < N; ++i) sum += s[i];
-    return sum;
-  };
+    for (py::ssize_t i = 0; i < N; ++i) steps_done += s[i];
+  }
   for (;;) {
     ukb::Tally left;
     bool progress = true;
     {
       py::gil_scoped_release nogil;
       if (record_every > 0) snapshot();
-      const std::int64_t before = total_steps();
       const auto started = std::chrono::steady_clock::now();
       left = e->integrate(r, budget, eo);
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -277,7 +277,8 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
         else if (took > 0.4 && budget > 1) budget /= 2;
       }
       have_rejected = adaptive;
-      progress = total_steps() != before;
+      progress = left.steps != steps_done;
+      steps_done = left.steps;
       if (record_every > 0) {
         const std::int64_t* s = e->i64(Field::steps);
         const std::int32_t* st = e->i32(Field::status);
