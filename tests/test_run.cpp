@@ -33,6 +33,7 @@
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
 #include "checkpoint.hpp"
+#include "files.hpp"
 #include "output.hpp"
 #include "stats.hpp"
 #include "ukb/crosscheck.hpp"
@@ -1453,6 +1454,37 @@ std::string fnv_words_trailer(const std::string& bytes) {
   return t;
 }
 
+TEST(Resume, FnvWordsTellsTwoFlippedTopBitsApart) {
+  // Words 0 and 5 of a buffer with their top bits flipped: FNV-1a's step on
+  // whole words, (h ^ w) * P, carries a difference in bit 63 unchanged to
+  // the end, so two such flips cancel; the checkpoints' checksum (the step,
+  // then h ^= h >> 32) tells the buffers apart.
+  std::vector<unsigned char> a(64), b;
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<unsigned char>(37 * i + 11);
+  b = a;
+  b[7] ^= 0x80;
+  b[5 * 8 + 7] ^= 0x80;
+  auto plain = [](const std::vector<unsigned char>& x) {
+    std::uint64_t h = 1469598103934665603ULL;
+    for (std::size_t i = 0; i < x.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, x.data() + i, 8);
+      h = (h ^ w) * 1099511628211ULL;
+    }
+    return h;
+  };
+  EXPECT_EQ(plain(a), plain(b)) << "guard: the pattern defeats the plain word step";
+  run::FnvWords fa, fb;
+  fa.add(a.data(), a.size());
+  fb.add(b.data(), 13);  // in pieces: the words straddle them
+  fb.add(b.data() + 13, b.size() - 13);
+  EXPECT_NE(fa.hex(), fb.hex());
+  run::FnvWords fa2;
+  fa2.add(a.data(), 13);
+  fa2.add(a.data() + 13, a.size() - 13);
+  EXPECT_EQ(fa.hex(), fa2.hex()) << "the same bytes in other pieces: the same sum";
+}
+
 TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
   std::ofstream(cfg) << resumable_toml(200);
@@ -1480,12 +1512,15 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   std::string flipped = good;
   flipped[flipped.size() / 2] ^= 0x10;
   refused("a flipped bit", flipped, resume, {file.string(), "corrupted (checksum mismatch)", "cannot be resumed"});
-  // The top bits of two values of the body flipped (a double's sign): FNV-1a's
-  // multiply alone carries such differences only upwards, and two cancel.
+  // The top bits of two of the checksum's words flipped (words count from
+  // the file's start; these two are in the body's last columns): FNV-1a's
+  // multiply alone carries such differences only upwards, and two cancel
+  // (FnvWordsTellsTwoFlippedTopBitsApart has the arithmetic).
   std::string negated = good;
-  negated[good.size() - 25 - 8 * 40 - 1] ^= static_cast<char>(0x80);
-  negated[good.size() - 25 - 8 * 80 - 1] ^= static_cast<char>(0x80);
-  refused("two doubles negated", negated, resume, {"corrupted (checksum mismatch)"});
+  const std::size_t top = (good.size() - 25 - 400) / 8 * 8 + 7;
+  negated[top] ^= static_cast<char>(0x80);
+  negated[top - 320] ^= static_cast<char>(0x80);
+  refused("two top bits flipped", negated, resume, {"corrupted (checksum mismatch)"});
   refused("truncated", good.substr(0, good.size() - 100), resume, {"truncated"});
   refused("empty", "", resume, {"not a ukb checkpoint"});
   refused("not a checkpoint", "model = \"bead_on_ring\"\n", resume, {"not a ukb checkpoint"});

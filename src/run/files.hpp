@@ -112,7 +112,10 @@ struct Fnv {
 /// byte). The shift carries a difference in a word's high bits down to the
 /// low ones, which the next multiply spreads up again: without it, a
 /// multiply only carries differences upwards, and flipping the sign bits of
-/// two doubles left the sum unchanged.
+/// two doubles left the sum unchanged. Not a CRC: some patterns of three
+/// flipped bits in consecutive words still cancel (the top bit of a word,
+/// then bits 63 and 31 of the next); it guards against truncation and
+/// damage, not against every small error.
 struct FnvWords {
   std::uint64_t h = 1469598103934665603ULL;
   void add(const void* p, std::size_t n) {
