@@ -201,15 +201,14 @@ struct Outcome {
 /// The samples integrated together where the config gives no
 /// `integrator.chunk`: 65536 on the cpu and reference backends (progress
 /// and Ctrl-C granularity at a few MB), 2^20 on cuda, so that a chunk fills
-/// the device many times over: an H100 runs about 3.4e4 threads of the
+/// the device many times over. An H100 runs about 3.4e4 threads of today's
 /// integration kernels at once (132 SMs, 8 warps each at their 190-255
-/// registers per thread), so 65536 systems
-/// were two such waves, and a chunk's launch lasts as long as its slowest
-/// systems while most of the device idles; 2^20 are about 30 waves, with a
-/// sixteenth of the launches and host round trips (at the 8 warps per SM
-/// of today's kernels). In a distributed run (ExecuteOptions::cluster)
-/// without `integrator.chunk`, the chunk is at most samples / (4 ranks),
-/// rounded up, so that every rank gets four blocks or more.
+/// registers per thread): 65536 systems were two such waves, and a launch
+/// lasts as long as its slowest systems while most of the device idles;
+/// 2^20 are about 30 waves, with a sixteenth of the launches and host round
+/// trips. In a distributed run (ExecuteOptions::cluster) without
+/// `integrator.chunk`, the chunk is at most samples / (4 ranks), rounded
+/// up, so that every rank gets four blocks or more.
 long default_chunk(Backend b);
 
 /// Runs the ensemble and writes results.csv, results.npy, summary.json,
