@@ -26,6 +26,7 @@
 #include "output.hpp"
 #include "stats.hpp"
 #include "table.hpp"
+#include "threads.hpp"
 #include "trajectories.hpp"
 #include "ukb/crosscheck.hpp"
 #include "ukb/cuda.hpp"
@@ -123,30 +124,17 @@ std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, co
   const std::size_t N = ids.size(), np = M.params.size(), n = static_cast<std::size_t>(M.n);
   const std::vector<const Input*> inputs = c.inputs();
   std::vector<double> P(N * np), Q(N * n), QD(N * n), E0(N);
-  std::exception_ptr failed;
-  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
-#pragma omp parallel num_threads(nt)
-  {
-    std::vector<double> in;  // allocated in the try: nothing may throw past the loop
-#pragma omp for schedule(static)
-    for (std::size_t k = 0; k < N; ++k) {
-      try {
-        if (in.empty() && !inputs.empty()) {
-          in.resize(inputs.size());
-          for (std::size_t j = 0; j < inputs.size(); ++j) in[j] = inputs[j]->dist.a;
-        }
-        const std::size_t i = static_cast<std::size_t>(ids[k]);
-        for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
-        double* p = P.data() + k * np;
-        initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
-        E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
-      } catch (...) {
-#pragma omp critical(ukb_set_samples)
-        if (!failed) failed = std::current_exception();
-      }
+  for_each_index<std::vector<double>>(static_cast<long>(N), threads, [&](long x, std::vector<double>& in) {
+    const std::size_t k = static_cast<std::size_t>(x), i = static_cast<std::size_t>(ids[k]);
+    if (in.empty()) {  // the fixed inputs, once per thread
+      in.resize(inputs.size());
+      for (std::size_t j = 0; j < inputs.size(); ++j) in[j] = inputs[j]->dist.a;
     }
-  }
-  if (failed) std::rethrow_exception(failed);
+    for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
+    double* p = P.data() + k * np;
+    initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
+    E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
+  });
   for (std::size_t k = 0; k < N; ++k)
     e.set(static_cast<int>(k), std::span<const double>(P.data() + k * np, np), Q.data() + k * n, QD.data() + k * n,
           c.t0);
@@ -195,31 +183,19 @@ void draw_all(const Config& c, Table& t, int threads) {
   const std::size_t S = static_cast<std::size_t>(c.samples);
   for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d.resize(S);
   // By `threads` threads (0: all cores); a bad initial state is reported for
-  // the first such sample, as one thread would.
-  long bad = c.samples;
-  std::exception_ptr why;
-  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
-#pragma omp parallel num_threads(nt)
-  {
-    const ModelInfo& M = *c.model;
-    std::vector<double> p, q, qd;  // allocated in the try: nothing may throw past the loop
-#pragma omp for schedule(static)
-    for (long i = 0; i < c.samples; ++i) {
-      try {
-        p.resize(M.params.size());
-        q.resize(static_cast<std::size_t>(M.n));
-        qd.resize(static_cast<std::size_t>(M.n));
-        const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
-        for (std::size_t k = 0; k < t.varying.size(); ++k)
-          t.cols[1 + k].d[static_cast<std::size_t>(i)] = in[t.varying[k]];
-        initial_state(c, i, in, p.data(), q.data(), qd.data());
-      } catch (...) {
-#pragma omp critical(ukb_draw_all)
-        if (i < bad) bad = i, why = std::current_exception();
-      }
-    }
-  }
-  if (why) std::rethrow_exception(why);
+  // the first such sample, as one thread would (for_each_index).
+  const ModelInfo& M = *c.model;
+  struct State {
+    std::vector<double> p, q, qd;
+  };
+  for_each_index<State>(c.samples, threads, [&](long i, State& s) {
+    s.p.resize(M.params.size());
+    s.q.resize(static_cast<std::size_t>(M.n));
+    s.qd.resize(static_cast<std::size_t>(M.n));
+    const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
+    for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d[static_cast<std::size_t>(i)] = in[t.varying[k]];
+    initial_state(c, i, in, s.p.data(), s.q.data(), s.qd.data());
+  });
 }
 
 }  // namespace
@@ -378,29 +354,19 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
     // The rows, by the run's threads, straight into the block's columns.
     const Finals f(*e, table);
     char* const data = out.data() + 16;
-    std::exception_ptr failed;
-    const int nt = std::max(1, eo.threads > 0 ? eo.threads : omp_get_max_threads());
-#pragma omp parallel num_threads(nt)
-    {
+    struct Row {
       RowScratch r;
-      std::vector<std::uint64_t> v;  // allocated in the try: nothing may throw past the loop
-#pragma omp for schedule(static)
-      for (int k = 0; k < N; ++k) {
-        try {
-          v.resize(table.cols.size());
-          std::int32_t st;
-          const std::size_t kk = static_cast<std::size_t>(k);
-          row_values(table, c, ids[kk], f, k, e0[kk], v.data(), st, r);
-          for (std::size_t j = 0; j < table.cols.size(); ++j)
-            if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + kk) * 8, &v[j], 8);
-          std::memcpy(data + cols * n * 8 + kk * 4, &st, 4);
-        } catch (...) {
-#pragma omp critical(ukb_block_rows)
-          if (!failed) failed = std::current_exception();
-        }
-      }
-    }
-    if (failed) std::rethrow_exception(failed);
+      std::vector<std::uint64_t> v;
+    };
+    for_each_index<Row>(N, eo.threads, [&](long k, Row& w) {
+      const std::size_t kk = static_cast<std::size_t>(k);
+      w.v.resize(table.cols.size());
+      std::int32_t st;
+      row_values(table, c, ids[kk], f, static_cast<int>(k), e0[kk], w.v.data(), st, w.r);
+      for (std::size_t j = 0; j < table.cols.size(); ++j)
+        if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + kk) * 8, &w.v[j], 8);
+      std::memcpy(data + cols * n * 8 + kk * 4, &st, 4);
+    });
   }
   const std::int64_t rows = N;
   std::memcpy(out.data(), &rows, 8);
@@ -818,7 +784,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r["config"] = nlohmann::json::parse(c.to_json());
     r["version"] = ukb::version;
     r["backend"] = std::string(to_string(c.backend));
-    r["threads"] = c.backend == Backend::cpu ? (eo.threads > 0 ? eo.threads : omp_get_max_threads()) : 1;  // per rank
+    r["threads"] = c.backend == Backend::cpu ? thread_count(eo.threads) : 1;  // per rank
     r["seed"] = c.seed;
     r["samples"] = c.samples;
     r["status_counts"] = sum["status_counts"];

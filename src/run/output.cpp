@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include <omp.h>
+#include "threads.hpp"
 
 namespace ukb::run {
 
@@ -92,7 +92,7 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
   for (const std::string& n : names) widest_status = std::max(widest_status, n.size());
   const std::size_t row_max = (ncols + 1) * 33 + widest_status + 1;  // 32 per number, a comma each
   const std::size_t rows = table.status.size();
-  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
+  const int nt = thread_count(threads);
   // Two blocks per thread at a time, at most 64 MiB of buffers together
   // (2048 rows a block where that allows, at least one), allocated here:
   // nothing in the parallel loop throws.

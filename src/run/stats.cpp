@@ -5,11 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <map>
 
-#include <omp.h>
-
+#include "threads.hpp"
 #include "ukb/status.hpp"
 
 namespace ukb::run {
@@ -117,31 +115,23 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
   for (const Column& col : t.cols)
     if (col.name != "sample" && !col.input) todo.push_back(&col);
   std::vector<nlohmann::json> obs(todo.size());
-  std::exception_ptr failed;
-  const int nt = std::max(1, threads > 0 ? threads : omp_get_max_threads());
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-  for (std::size_t k = 0; k < todo.size(); ++k) {
-    try {
-      const Column& col = *todo[k];
-      std::vector<double> converted;
-      if (col.integer) converted.assign(col.i.begin(), col.i.end());
-      const std::vector<double>& v = col.integer ? converted : col.d;
-      nlohmann::json& o = obs[k];
-      o["successful"] = stats(v, ok_rows, c.histogram_bins);
-      for (const auto& [s, rows] : by_status) {
-        // A status of the successful ones that every successful sample has
-        // (the usual case): the same rows, the same statistics.
-        const bool same =
-            (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
-            rows.size() == ok_rows.size();
-        o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
-      }
-    } catch (...) {
-#pragma omp critical(ukb_summary)
-      if (!failed) failed = std::current_exception();
+  struct Nothing {};
+  for_each_index<Nothing>(static_cast<long>(todo.size()), threads, [&](long k, Nothing&) {
+    const Column& col = *todo[static_cast<std::size_t>(k)];
+    std::vector<double> converted;
+    if (col.integer) converted.assign(col.i.begin(), col.i.end());
+    const std::vector<double>& v = col.integer ? converted : col.d;
+    nlohmann::json& o = obs[static_cast<std::size_t>(k)];
+    o["successful"] = stats(v, ok_rows, c.histogram_bins);
+    for (const auto& [s, rows] : by_status) {
+      // A status of the successful ones that every successful sample has
+      // (the usual case): the same rows, the same statistics.
+      const bool same =
+          (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
+          rows.size() == ok_rows.size();
+      o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
     }
-  }
-  if (failed) std::rethrow_exception(failed);
+  });
   for (std::size_t k = 0; k < todo.size(); ++k) {
     const std::string& name = todo[k]->name;
     bool headline = name == "t_stop";

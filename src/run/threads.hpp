@@ -1,0 +1,41 @@
+// The host work of `ukb run` on the run's threads (internal to the ukb_run
+// library): initial states, rows, statistics, results.csv.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+
+namespace ukb::run {
+
+/// The threads of a run's host work: `threads`, or all cores for 0.
+inline int thread_count(int threads) { return std::max(1, threads > 0 ? threads : omp_get_max_threads()); }
+
+/// Calls body(i, scratch) for every i in [0, n) on thread_count(threads)
+/// OpenMP threads (consecutive ranges of i per thread), each thread with a
+/// Scratch of its own (default-constructed, which must not throw; reused
+/// for all its i). An exception from body is rethrown here once every
+/// thread is done: the one of the smallest i, as a single thread going in
+/// order would have thrown it.
+template <class Scratch, class Body>
+void for_each_index(long n, int threads, const Body& body) {
+  long first_bad = n;
+  std::exception_ptr why;
+#pragma omp parallel num_threads(thread_count(threads))
+  {
+    Scratch scratch;
+#pragma omp for schedule(static)
+    for (long i = 0; i < n; ++i) {
+      try {
+        body(i, scratch);
+      } catch (...) {
+#pragma omp critical(ukb_run_for_each_index)
+        if (i < first_bad) first_bad = i, why = std::current_exception();
+      }
+    }
+  }
+  if (why) std::rethrow_exception(why);
+}
+
+}  // namespace ukb::run
