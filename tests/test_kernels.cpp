@@ -3,6 +3,7 @@
 // pseudo-inverse against the reference's SVD, near-singular matrices.
 #include "support.hpp"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/uk.hpp"
 #include "ukb/models/planar_chain.hpp"
 
 namespace ukb::test {
@@ -335,6 +336,87 @@ TEST(Kernels, PinvInFloatKeepsDependentRowsOut) {
   kernels::PseudoInverse<2, 2, float> p;
   p.factor(B, 1e-5f);
   EXPECT_EQ(p.rank, 1);
+}
+
+// Chains longer than the built-in ones (planar_chain_24 and _48: the
+// workloads W5 and W6 of bench/README, issue 22's crossover study): the
+// shared per-system Udwadia–Kalaba kernel agrees with the reference (Eigen,
+// dynamic sizes, Jacobi SVD) at random consistent states with damping, in
+// double and in float (the float state rounded, the reference in double at
+// the rounded state), and keeps the Gram route of its own precision: float
+// must not fall back to double or to Jacobi for these well-conditioned
+// chains. Measured: relative errors up to 3e-15 in double and 9e-7 in float
+// (K = 48); the bounds leave two to three orders of magnitude for other
+// compilers' rounding.
+template <class T, int K>
+void check_long_chain(std::uint64_t seed, double rtol) {
+  using Mo = models::PlanarChain<T, K>;
+  using Md = models::PlanarChain<double, K>;
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int trial = 0; trial < 10; ++trial) {
+    double ic[2 * K], q[Md::n], qd[Md::n];
+    for (double& x : ic) x = u(g);
+    typename Md::Params pd;
+    pd.c = 0.1;
+    ASSERT_TRUE(Md::initial_state(ic, pd, q, qd));
+    T qt[Mo::n], qdt[Mo::n];
+    for (int i = 0; i < Mo::n; ++i) {
+      qt[i] = T(q[i]), qdt[i] = T(qd[i]);
+      q[i] = double(qt[i]), qd[i] = double(qdt[i]);
+    }
+    typename Mo::Params p;
+    p.c = T(0.1);
+    kernels::Accel<Mo> a;
+    ASSERT_EQ(kernels::uk_accel<Mo>(qt, qdt, T(0), p, policy::default_rank_rtol<T>(), a), Status::ok);
+    EXPECT_EQ(a.rank, K);
+    const reference::Result r = reference::evaluate<Md>(pd, Eigen::Map<const Eigen::VectorXd>(q, Md::n),
+                                                        Eigen::Map<const Eigen::VectorXd>(qd, Md::n), 0.0);
+    ASSERT_EQ(r.status, Status::ok);
+    EXPECT_EQ(r.rank, K);
+    const auto rel = [](const T* x, const Eigen::VectorXd& y) {
+      return (Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x, y.size()).template cast<double>() - y)
+                 .template lpNorm<Eigen::Infinity>() /
+             y.template lpNorm<Eigen::Infinity>();
+    };
+    EXPECT_LT(rel(a.qdd, r.qdd), rtol) << Mo::name << ", trial " << trial;
+    EXPECT_LT(rel(a.Qc_ideal, r.Qc_ideal), rtol) << Mo::name << ", trial " << trial;
+    EXPECT_LT(rel(a.Qc_nonideal, r.Qc_nonideal), rtol) << Mo::name << ", trial " << trial;
+    EXPECT_LT(rel(a.lambda, r.lambda), rtol) << Mo::name << ", trial " << trial;
+    // The route: B = A L^{-T} of this state, factored as uk_accel does.
+    T L[Mo::n * Mo::n], rd[Mo::n], B[Mo::m * Mo::n], b[Mo::m];
+    Mo::mass(qt, T(0), p, L);
+    ASSERT_EQ(kernels::cholesky<Mo::n>(L, rd), 0);
+    Mo::constraints(qt, qdt, T(0), p, B, b);
+    kernels::solve_lower_rows<Mo::n, Mo::m>(L, rd, B);
+    kernels::PseudoInverse<Mo::m, Mo::n, T> pinv;
+    pinv.factor(B, policy::default_rank_rtol<T>());
+    EXPECT_TRUE(pinv.gram && !pinv.gram_wide) << Mo::name << ", trial " << trial;
+  }
+}
+
+TEST(Kernels, LongChainsAgreeWithTheReferenceOnTheirOwnGramRoute) {
+  check_long_chain<double, 24>(81, 1e-12);
+  check_long_chain<double, 48>(82, 1e-12);
+  check_long_chain<float, 24>(83, 1e-4);
+  check_long_chain<float, 48>(84, 1e-4);
+}
+
+// The names of a chain of any length, generated at compile time.
+TEST(Kernels, LongChainsNameEveryCoordinate) {
+  using C = models::PlanarChain<double, 48>;
+  EXPECT_STREQ(C::name, "planar_chain_48");
+  EXPECT_STREQ(C::coords[0], "x1");
+  EXPECT_STREQ(C::coords[19], "y10");
+  EXPECT_STREQ(C::coords[95], "y48");
+  EXPECT_STREQ(C::initial_names[0], "theta1");
+  EXPECT_STREQ(C::initial_names[47], "theta48");
+  EXPECT_STREQ(C::initial_names[48], "omega1");
+  EXPECT_STREQ(C::initial_names[95], "omega48");
+  using One = models::PlanarChain<float, 1>;
+  EXPECT_STREQ(One::name, "planar_chain_1");
+  EXPECT_STREQ(One::initial_names[1], "omega1");
+  EXPECT_STREQ(models::PlanarChain12<double>::coords[22], "x12");
 }
 
 }  // namespace

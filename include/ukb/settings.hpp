@@ -74,8 +74,13 @@ struct ErrorControl {
   T dt_max{};          ///< largest step (> 0, +infinity: none)
 
   /// The absolute tolerance of component k (k < n: q_k; else q'_{k-n}).
+  /// The host never sets atol_count = 2n above policy::max_atol (options.hpp,
+  /// the config); the index is bounded for the compiler all the same, which
+  /// otherwise sees an access past the array in the loops over 2n > 128
+  /// components (planar_chain_48: g++ 12, -Waggressive-loop-optimizations).
   UKB_HD T atol_of(int k, int n) const {
-    return atol_count == 1 ? atol[0] : atol_count == n ? atol[k < n ? k : k - n] : atol[k];
+    const int i = atol_count == 1 ? 0 : atol_count == n ? (k < n ? k : k - n) : k;
+    return atol[i < policy::max_atol ? i : 0];
   }
 };
 

@@ -12,21 +12,44 @@
 namespace ukb::models {
 
 namespace detail {
-inline constexpr const char* chain_coord_table[] = {
-    "x1", "y1", "x2", "y2", "x3",  "y3",  "x4",  "y4",  "x5",  "y5",  "x6",  "y6",
-    "x7", "y7", "x8", "y8", "x9",  "y9",  "x10", "y10", "x11", "y11", "x12", "y12"};
+/// The names of PlanarChain<T, K> as null-terminated strings in one array:
+/// "planar_chain_K", then x1, y1, ..., xK, yK, then theta1..thetaK and
+/// omega1..omegaK, each at a fixed offset (`at`).
+template <int K>
+struct ChainNames {
+  static constexpr int digits(int v) { return v >= 10 ? 1 + digits(v / 10) : 1; }
+  // Characters of "<prefix><v>\0".
+  static constexpr int size(int prefix, int v) { return prefix + digits(v) + 1; }
+  static constexpr int name_size = size(13, K);  // "planar_chain_" + K
+  static constexpr int total = [] {
+    int t = name_size;
+    for (int k = 1; k <= K; ++k) t += 2 * size(1, k) + size(5, k) + size(5, k);
+    return t;
+  }();
+  std::array<char, total> chars{};
+  std::array<int, 4 * K + 1> at{};  // name, x1, y1, ..., xK, yK, theta1.., omega1..
 
-inline constexpr const char* chain_angle_table[] = {
-    "theta1", "theta2", "theta3", "theta4",  "theta5",  "theta6",
-    "theta7", "theta8", "theta9", "theta10", "theta11", "theta12"};
-inline constexpr const char* chain_rate_table[] = {
-    "omega1", "omega2", "omega3", "omega4",  "omega5",  "omega6",
-    "omega7", "omega8", "omega9", "omega10", "omega11", "omega12"};
-
-constexpr const char* chain_name(int k) {
-  return k == 3 ? "planar_chain_3" : k == 6 ? "planar_chain_6" : k == 12 ? "planar_chain_12"
-                                                                       : "planar_chain";
-}
+  constexpr ChainNames() {
+    int pos = 0, idx = 0;
+    auto put = [&](const char* prefix, int v) {
+      at[idx++] = pos;
+      for (const char* c = prefix; *c; ++c) chars[pos++] = *c;
+      const int d = digits(v);
+      for (int i = d - 1; i >= 0; --i) {
+        chars[pos + i] = char('0' + v % 10);
+        v /= 10;
+      }
+      pos += d;
+      chars[pos++] = '\0';
+    };
+    put("planar_chain_", K);
+    for (int k = 1; k <= K; ++k) put("x", k), put("y", k);
+    for (int k = 1; k <= K; ++k) put("theta", k);
+    for (int k = 1; k <= K; ++k) put("omega", k);
+  }
+};
+template <int K>
+inline constexpr ChainNames<K> chain_names{};
 }  // namespace detail
 
 /// K point masses of mass `m` in the vertical plane, gravity `g` along -y;
@@ -46,7 +69,7 @@ constexpr const char* chain_name(int k) {
 /// d_k = l (sin theta_k, -cos theta_k)) and omega1..omegaK (their rates).
 template <class T, int K>
 struct PlanarChain {
-  static_assert(K >= 1 && K <= 12, "planar_chain supports 1..12 masses");
+  static_assert(K >= 1, "planar_chain needs at least one mass");
   using Scalar = T;
   /// The same model on another arithmetic type: its mass, force,
   /// constraints and constraint_rows are branch-free and use + - * / and
@@ -54,7 +77,7 @@ struct PlanarChain {
   template <class U>
   using rebind = PlanarChain<U, K>;
   static constexpr bool rebind_float = true;  ///< literals through lit<T>: float packs too
-  static constexpr const char* name = detail::chain_name(K);
+  static constexpr const char* name = detail::chain_names<K>.chars.data();  ///< "planar_chain_K"
   static constexpr const char* summary =
       "K point masses in the vertical plane joined by rigid links of length l, the first "
       "pinned to the origin, gravity along -y, damping C = -c q'";
@@ -62,14 +85,14 @@ struct PlanarChain {
   static constexpr int m = K;      // one length constraint per link
   static constexpr std::array<const char*, n> coords = [] {
     std::array<const char*, n> a{};
-    for (int i = 0; i < n; ++i) a[i] = detail::chain_coord_table[i];
+    for (int i = 0; i < n; ++i) a[i] = detail::chain_names<K>.chars.data() + detail::chain_names<K>.at[1 + i];
     return a;
   }();
   static constexpr std::array<const char*, 2 * K> initial_names = [] {
     std::array<const char*, 2 * K> a{};
     for (int k = 0; k < K; ++k) {
-      a[k] = detail::chain_angle_table[k];
-      a[K + k] = detail::chain_rate_table[k];
+      a[k] = detail::chain_names<K>.chars.data() + detail::chain_names<K>.at[1 + n + k];
+      a[K + k] = detail::chain_names<K>.chars.data() + detail::chain_names<K>.at[1 + n + K + k];
     }
     return a;
   }();
