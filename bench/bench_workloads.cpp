@@ -12,11 +12,14 @@
 // up to N = 10^4. CUDA timings include the copies to and from the device
 // (ukb::step uploads, integrates and downloads), with enough steps per call
 // (at least 100) that they are a small part; they are skipped with the
-// reason where there is no GPU.
+// reason where there is no GPU. Built with UKB_BENCH_LONG_CHAINS=ON (as
+// bench/gpu.sh does), also W5 and W6 (planar_chain_24 and _48) on cpu and
+// cuda.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 
 #include "ukb/cuda.hpp"
@@ -25,19 +28,35 @@
 #include "ukb/kernels/uk.hpp"
 #include "workloads.hpp"
 
+#if UKB_BENCH_LONG_CHAINS
+// W5 and W6: the chains of the model file (their cpu backend compiled here;
+// their cuda backend in the .cu files bench/CMakeLists.txt generates).
+#include "long_chains.hpp"
+#include "ukb/backends.hpp"
+#if UKB_BENCH_LONG_CHAINS_CUDA
+UKB_CUDA_MODEL(PlanarChain24<double>)
+UKB_CUDA_MODEL(PlanarChain24<float>)
+UKB_CUDA_MODEL(PlanarChain48<double>)
+UKB_CUDA_MODEL(PlanarChain48<float>)
+#endif
+#endif
+
 namespace {
 
 using namespace ukb;
 
 // RK4 steps per benchmark iteration: enough work per iteration to time it
 // (about 2e5 system-steps of the ring on the CPU, scaled by the model's
-// cost), at least 100 on the GPU to amortise the copies.
+// cost), at least 100 on the GPU to amortise the copies; 10 for the chains
+// beyond 12 links, whose step costs 8-64 times the 12-link chain's while
+// their copies per system grow only with n.
 template <class Mo>
 long steps_per_iteration(Backend be, long N) {
   const double cost = double(Mo::n) * Mo::n / 4.0;  // ring 1, chain_6 36, chain_12 144
   const double work = be == Backend::cuda ? 2e9 : 2e5;
   const long s = long(work / (cost * double(N)));
-  return std::clamp(s, be == Backend::cuda ? 100L : 1L, 10000L);
+  const long floor = be != Backend::cuda ? 1L : Mo::n <= 24 ? 100L : 10L;
+  return std::clamp(s, floor, 10000L);
 }
 
 template <class Mo>
@@ -55,14 +74,28 @@ void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
   const EngineOptions o{.threads = threads};
   const long steps = steps_per_iteration<Mo>(be, N);
   const T dt = T(bench::workload_dt);
-  if (step(b, be, dt, 1, o).failed != 0) {  // warm-up (and the first touch of the memory)
-    state.SkipWithError("a system failed in the warm-up step");
+  // A backend's error (a launch the device refuses: the longest chains'
+  // local memory) skips the row with its message instead of ending the run.
+  try {
+    if (step(b, be, dt, 1, o).failed != 0) {  // warm-up (and the first touch of the memory)
+      state.SkipWithError("a system failed in the warm-up step");
+      return;
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
   for (auto _ : state) {
-    const long failed = step(b, be, dt, steps, o).failed;
+    long failed = 0;
+    try {
+      failed = step(b, be, dt, steps, o).failed;
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      break;
+    }
     benchmark::DoNotOptimize(failed);
   }
+  if (state.error_occurred()) return;
   long failed = 0;
   for (int i = 0; i < N; ++i) failed += b.status(i) != Status::ok;
   if (failed) state.SkipWithError((std::to_string(failed) + " systems failed").c_str());
@@ -158,8 +191,11 @@ const char* scalar_name() {
   return sizeof(T) == 8 ? "double" : "float";
 }
 
+/// Registers the workload of Mo at N = 10^2 .. 10^6: reference (double) up
+/// to max_reference_N, cpu up to max_cpu_N, cuda at every N; with `micro`, also
+/// the micro-benchmarks of its kernels.
 template <class Mo>
-void register_workload(int max_cpu_N) {
+void register_workload(int max_cpu_N, int max_reference_N = 10000, bool micro = true) {
   using T = typename Mo::Scalar;
   const std::string base = std::string(bench::Workload<Mo>::id) + "/" + Mo::name + "/" + scalar_name<T>();
   auto add = [&](Backend be, int threads, int N) {
@@ -170,13 +206,14 @@ void register_workload(int max_cpu_N) {
         ->UseRealTime();
   };
   for (int N : {100, 1000, 10000, 100000, 1000000}) {
-    if (std::is_same_v<T, double> && N <= 10000) add(Backend::reference, 1, N);
+    if (std::is_same_v<T, double> && N <= max_reference_N) add(Backend::reference, 1, N);
     if (N <= max_cpu_N) {
       add(Backend::cpu, 1, N);
       add(Backend::cpu, 2, N);
     }
     add(Backend::cuda, 0, N);
   }
+  if (!micro) return;
   const std::string m = std::string("micro/") + Mo::name + "/" + scalar_name<T>();
   benchmark::RegisterBenchmark((m + "/cholesky").c_str(), bm_cholesky<Mo>);
   benchmark::RegisterBenchmark((m + "/pinv_factor").c_str(), bm_pinv_factor<Mo>);
@@ -197,6 +234,14 @@ int main(int argc, char** argv) {
   register_workload<PlanarChain12<float>>(10000);
   register_workload<RedundantPendulum<double>>(1000000);
   register_workload<RedundantPendulum<float>>(1000000);
+#if UKB_BENCH_LONG_CHAINS
+  // Without the reference's rows and the micro-benchmarks: this build is
+  // for the throughput of the long chains alone (bench/gpu.sh).
+  register_workload<PlanarChain24<double>>(1000, 0, false);
+  register_workload<PlanarChain24<float>>(1000, 0, false);
+  register_workload<PlanarChain48<double>>(100, 0, false);
+  register_workload<PlanarChain48<float>>(100, 0, false);
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

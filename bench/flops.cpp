@@ -4,7 +4,8 @@
 // because they cost 4-16x an add on a CPU), sin, cos and other functions
 // (listed apart). Comparisons and copies are not counted. The count depends
 // on the data (Jacobi sweeps, friction branches): it is averaged over the
-// workload's first 1000 systems, each at its initial state.
+// workload's first 1000 systems (100 and 20 for W5 and W6), each at its
+// initial state.
 //
 //   build/bin/ukb_flops            # a markdown table
 //   build/bin/ukb_flops --json     # the same as JSON (bench/report.py reads it)
@@ -76,9 +77,12 @@ struct Row {
   double add, mul, div, sqrt, fn;
 };
 
+// The chains beyond 12 links are counted on fewer systems (their count,
+// Gram route throughout, hardly depends on the state; one RK4 step of the
+// 48-link chain is about 6e6 counted operations).
 template <class Mo>
 Row count() {
-  constexpr int systems = 1000;
+  constexpr int systems = Mo::n <= 24 ? 1000 : Mo::n <= 48 ? 100 : 20;
   flops::tally = {};
   for (int i = 0; i < systems; ++i) {
     typename Mo::Params p;
@@ -108,7 +112,8 @@ int main(int argc, char** argv) {
   using namespace ukb::models;
   const bool json = argc > 1 && std::strcmp(argv[1], "--json") == 0;
   const Row rows[] = {count<BeadOnRing<Counted>>(), count<PlanarChain6<Counted>>(),
-                      count<PlanarChain12<Counted>>(), count<RedundantPendulum<Counted>>()};
+                      count<PlanarChain12<Counted>>(), count<RedundantPendulum<Counted>>(),
+                      count<PlanarChain<Counted, 24>>(), count<PlanarChain<Counted, 48>>()};
   if (json) {
     std::printf("[\n");
     for (std::size_t k = 0; k < std::size(rows); ++k) {

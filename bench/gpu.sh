@@ -15,8 +15,11 @@
 #    ../shared/gpu/prepare.sh, with its .deps/env.sh sourced for the
 #    shared libraries);
 # 2. runs W1-W4 on the cuda backend at N = 10^4, 10^5, 10^6 (W3 to 10^5),
-#    double and float, 3 repetitions each (ukb_bench_workloads; copies to
-#    and from the device included, at least 100 steps per call);
+#    and the longer chains W5 (planar_chain_24, N = 10^4 and 10^5) and W6
+#    (planar_chain_48, N = 10^4; UKB_BENCH_LONG_CHAINS, nvcc's longest
+#    compiles), double and float, 3 repetitions each (ukb_bench_workloads;
+#    copies to and from the device included, at least 100 steps per call,
+#    10 for W5 and W6);
 # 3. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples,
 #    in one chunk, with `ukb run` on cuda and on the cpu backend with every
 #    core, and
@@ -74,14 +77,14 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 # An existing one (--build of one's own) keeps its other options, its tests too.
 cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON -DUKB_BUILD_BENCH=ON \
-      -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
+      -DUKB_BENCH_LONG_CHAINS=ON -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops >/dev/null
 
 stamp "workloads on the GPU"
-if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; else sizes='10000|100000|1000000'; big='10000|100000'; fi
+if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; long='10000'; else sizes='10000|100000|1000000'; big='10000|100000'; long='10000|100000'; fi
 "$build/bin/ukb_flops" --json > "$out/flops.json"
 "$build/bin/ukb_bench_workloads" \
-    --benchmark_filter="^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($big))/" \
+    --benchmark_filter="^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($big)|W5/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($long)|W6/[a-z_0-9]+/(double|float)/cuda/threads:0/N:10000)/" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_format=json --benchmark_out="$out/workloads.json" --benchmark_out_format=json >/dev/null
 

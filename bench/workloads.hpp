@@ -4,6 +4,8 @@
 //   W2  planar_chain_6,     c = 0.1, theta_k ~ U[-1, 1], omega_k ~ U[-1, 1]
 //   W3  planar_chain_12,    c = 0.1, theta_k ~ U[-1, 1], omega_k ~ U[-1, 1]
 //   W4  redundant_pendulum, c = 0.1, theta ~ U[-2, 2], omega ~ U[-2, 2] (rank(B) = 1 < m)
+//   W5  planar_chain_24,    as W2 (examples/models/long_chains.hpp; UKB_BENCH_LONG_CHAINS)
+//   W6  planar_chain_48,    as W2 (the same file)
 // Every state is consistent: it is the model's initial_state of the random
 // natural quantities. RK4 with dt = 1e-3.
 #pragma once
@@ -35,8 +37,8 @@ struct Workload<models::BeadOnRing<T>> {
 
 template <class T, int K>
 struct Workload<models::PlanarChain<T, K>> {
-  static_assert(K == 6 || K == 12, "the chain workloads are planar_chain_6 and planar_chain_12");
-  static constexpr const char* id = K == 6 ? "W2" : "W3";
+  static_assert(K == 6 || K == 12 || K == 24 || K == 48, "the chain workloads are planar_chain_6, 12, 24 and 48");
+  static constexpr const char* id = K == 6 ? "W2" : K == 12 ? "W3" : K == 24 ? "W5" : "W6";
   static void params(std::mt19937_64&, typename models::PlanarChain<T, K>::Params& p) { p.c = T(0.1); }
   static constexpr double angle = 1.0, rate = 1.0;
 };
