@@ -974,6 +974,32 @@ TEST(Outputs, NoProgressLineWhenStderrIsNotATerminal) {
   EXPECT_NE(r.out.find("50 at_rest"), std::string::npos) << r.out;
 }
 
+// A model with many natural quantities (planar_chain_12: 24) prints the
+// medians of the first 12 on stdout, each as summary.json has it, and says
+// how many more summary.json holds.
+TEST(Outputs, StdoutShowsTheFirstTwelveMediansAndCountsTheRest) {
+  const std::string cfg = unique_path("c.toml"), dir = unique_path("o");
+  std::ofstream(cfg) << "model = \"planar_chain_12\"\nsamples = 3\n[integrator]\ndt = 0.01\nt_end = 0.05\n"
+                        "[initial]\ntheta1 = [0.1, 0.2, 0.3]\n";
+  const CliRun r = run_cli("run " + cfg + " --out " + dir + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json sum = nlohmann::json::parse(slurp(fs::path(dir) / "summary.json"));
+  std::istringstream lines(r.out);
+  std::vector<std::string> shown;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("  median ", 0) == 0) shown.push_back(line.substr(9));
+  ASSERT_EQ(shown.size(), 12u) << r.out;
+  for (int k = 0; k < 12; ++k) {
+    const std::string name = "theta" + std::to_string(k + 1) + "_final";
+    ASSERT_EQ(shown[k].rfind(name + " = ", 0), 0u) << shown[k];
+    const double want = sum["observables"][name]["successful"]["quantiles"]["p50"].get<double>();
+    EXPECT_NEAR(std::stod(shown[k].substr(name.size() + 3)), want, 1e-8 * std::max(1.0, std::abs(want))) << name;
+  }
+  for (int k = 1; k <= 12; ++k)
+    EXPECT_TRUE(sum["observables"]["omega" + std::to_string(k) + "_final"]["successful"].contains("quantiles"));
+  EXPECT_NE(r.out.find("  (12 more medians in summary.json)\n"), std::string::npos) << r.out;
+}
+
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
   // A ring bead released at omega = 50 drifts off the ring by about 1e-3
   // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =

@@ -569,7 +569,13 @@ int cmd_run(const RunArgs& a) {
   }
   out << '\n';
   out.precision(9);
-  for (const auto& [name, value] : o.medians) out << "  median " << name << " = " << value << '\n';
+  // A long chain has hundreds of natural quantities: the first few here,
+  // every one in summary.json.
+  constexpr std::size_t shown = 12;
+  for (std::size_t k = 0; k < o.medians.size() && k < shown; ++k)
+    out << "  median " << o.medians[k].first << " = " << o.medians[k].second << '\n';
+  if (o.medians.size() > shown)
+    out << "  (" << o.medians.size() - shown << " more medians in summary.json)\n";
   out << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
             << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << (o.crosschecked ? ", crosscheck.json" : "") << ")\n";
