@@ -79,7 +79,7 @@ struct Row {
 
 // The chains beyond 12 links are counted on fewer systems (their count,
 // Gram route throughout, hardly depends on the state; one RK4 step of the
-// 48-link chain is about 6e6 counted operations).
+// 48-link chain is about 4.7e6 counted operations).
 template <class Mo>
 Row count() {
   constexpr int systems = Mo::n <= 24 ? 1000 : Mo::n <= 48 ? 100 : 20;

@@ -5,8 +5,8 @@
 // n = 48 and 96 coordinates; bench/README, W5 and W6). The number of links
 // is a compile-time constant of the model (its sizes n = 2K and m = K size
 // every array of the kernels): another length is one more line here.
-//   ukb run examples/models/long_chains.toml            (planar_chain_24)
-//   ukb run examples/models/long_chains.toml --model long_chains.hpp:PlanarChain48
+//   ukb run examples/models/long_chains.toml   (planar_chain_24; with
+//   model = "long_chains.hpp:PlanarChain48" in the config, the other)
 #pragma once
 
 #include "ukb/models/planar_chain.hpp"
