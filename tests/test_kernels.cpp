@@ -1,8 +1,14 @@
 // The per-system kernels (kernels/ukb/kernels): hand-checked tiny cases, the
 // Penrose conditions and rank decisions of the one-sided Jacobi
 // pseudo-inverse against the reference's SVD, near-singular matrices.
+#include <barrier>
+#include <cstring>
+#include <thread>
+#include <vector>
+
 #include "support.hpp"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/team.hpp"
 #include "ukb/kernels/uk.hpp"
 #include "ukb/models/planar_chain.hpp"
 
@@ -417,6 +423,123 @@ TEST(Kernels, LongChainsNameEveryCoordinate) {
   EXPECT_STREQ(One::name, "planar_chain_1");
   EXPECT_STREQ(One::initial_names[1], "omega1");
   EXPECT_STREQ(models::PlanarChain12<double>::coords[22], "x12");
+}
+
+// --- Teams of threads per system (team.hpp), emulated on the CPU: one host
+// thread per member, their sync a std::barrier (issue 22's verification
+// without a GPU). Every size gives the one-thread kernels' bits.
+
+struct ThreadTeam {
+  int r, s;
+  std::barrier<>* bar;
+  int rank() const { return r; }
+  int size() const { return s; }
+  void sync() const { bar->arrive_and_wait(); }
+};
+
+// Runs f(team) on `size` threads, one per member of one team.
+template <class F>
+void run_team(int size, const F& f) {
+  std::barrier<> bar(size);
+  std::vector<std::thread> members;
+  for (int r = 0; r < size; ++r) members.emplace_back([&, r] { f(ThreadTeam{r, size, &bar}); });
+  for (std::thread& t : members) t.join();
+}
+
+template <class T, std::size_t K>
+bool identical_bits(const T (&a)[K], const T (&b)[K]) {
+  return std::memcmp(a, b, sizeof a) == 0;
+}
+
+template <int N>
+void check_team_cholesky(Rng& rng, int size) {
+  const MatrixXd X = rng.matrix(N, N);
+  const MatrixXd M = X * X.transpose() + 0.1 * MatrixXd::Identity(N, N);
+  double one[N * N], team[N * N], rd1[N], rdt[N];
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) one[i * N + j] = team[i * N + j] = M(i, j);
+  for (int i = 0; i < N; ++i) rd1[i] = rdt[i] = -1;
+  ASSERT_EQ(kernels::cholesky<N>(one, rd1), 0);
+  std::vector<int> info(size, -1);
+  run_team(size, [&](const ThreadTeam& t) { info[t.rank()] = kernels::team_cholesky<N>(t, team, rdt); });
+  for (int r = 0; r < size; ++r) EXPECT_EQ(info[r], 0) << "member " << r;
+  EXPECT_TRUE(identical_bits(one, team)) << "N " << N << ", team of " << size;
+  EXPECT_TRUE(identical_bits(rd1, rdt)) << "N " << N << ", team of " << size;
+  // A pivot that fails (row 5 a copy of row 4 in the factor's terms: M
+  // singular there): every member reports the serial kernel's column.
+  MatrixXd S = M;
+  S.row(5) = S.row(4);
+  S.col(5) = S.col(4);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) one[i * N + j] = team[i * N + j] = S(i, j);
+  const int want = kernels::cholesky<N>(one, rd1, kernels::mass_pivot_rtol<N, double>());
+  ASSERT_EQ(want, 6) << "guard: the singular pivot is found";
+  run_team(size, [&](const ThreadTeam& t) {
+    info[t.rank()] = kernels::team_cholesky<N>(t, team, rdt, kernels::mass_pivot_rtol<N, double>());
+  });
+  for (int r = 0; r < size; ++r) EXPECT_EQ(info[r], want) << "member " << r;
+}
+
+TEST(Kernels, TeamCholeskyIsTheOneThreadFactorBitForBit) {
+  Rng rng(91);
+  for (int size : {1, 2, 3, 4, 8, 32}) {
+    check_team_cholesky<12>(rng, size);
+    check_team_cholesky<24>(rng, size);
+    check_team_cholesky<48>(rng, size);
+  }
+}
+
+// The Gram route's factor of a chain by a team: L = chol(M), B = A L^{-T},
+// G = B B^T, chol(G), each step by the team on shared arrays; the same bits
+// as the one-thread solve (solve_lower_rows) and as the factor that
+// PseudoInverse keeps when it takes the Gram route (its Vrot and inv_s2).
+template <int K>
+void check_team_gram_route(std::uint64_t seed, int size) {
+  using Mo = models::PlanarChain<double, K>;
+  constexpr int n = Mo::n, m = Mo::m;
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  double ic[2 * K], q[n], qd[n], b[m];
+  for (double& x : ic) x = u(g);
+  const typename Mo::Params p{};
+  ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
+  // Shared by the team: L, B, G and the reciprocals.
+  double L[n * n], rd[n], B[m * n], G[m * m], rg[m];
+  Mo::mass(q, 0.0, p, L);
+  Mo::constraints(q, qd, 0.0, p, B, b);
+  double L1[n * n], rd1[n], B1[m * n];
+  std::memcpy(L1, L, sizeof L);
+  std::memcpy(B1, B, sizeof B);
+  ASSERT_EQ(kernels::cholesky<n>(L1, rd1), 0);
+  kernels::solve_lower_rows<n, m>(L1, rd1, B1);
+  kernels::PseudoInverse<m, n, double> pinv;
+  pinv.factor(B1, policy::default_rank_rtol<double>());
+  ASSERT_TRUE(pinv.gram) << "guard: the chain takes the Gram route";
+  std::vector<int> info(size, -1);
+  run_team(size, [&](const ThreadTeam& t) {
+    int bad = kernels::team_cholesky<n>(t, L, rd);
+    kernels::team_solve_lower_rows<n, m>(t, L, rd, B);
+    kernels::team_gram<m, n>(t, B, G);
+    bad = bad * 1000 + kernels::team_cholesky<m>(t, G, rg);
+    info[t.rank()] = bad;
+  });
+  for (int r = 0; r < size; ++r) EXPECT_EQ(info[r], 0) << "member " << r;
+  EXPECT_TRUE(identical_bits(L, L1) && identical_bits(rd, rd1)) << Mo::name << ", team of " << size;
+  EXPECT_TRUE(identical_bits(B, B1)) << Mo::name << ", team of " << size;
+  int differ = 0;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j <= i; ++j) differ += std::memcmp(&G[i * m + j], &pinv.Vrot[i * m + j], sizeof(double)) != 0;
+    differ += std::memcmp(&rg[i], &pinv.inv_s2[i], sizeof(double)) != 0;
+  }
+  EXPECT_EQ(differ, 0) << Mo::name << ", team of " << size;
+}
+
+TEST(Kernels, TeamGramRouteFactorIsThePseudoInversesBitForBit) {
+  for (int size : {1, 3, 4, 8, 32}) {
+    check_team_gram_route<6>(101, size);
+    check_team_gram_route<12>(102, size);
+    check_team_gram_route<24>(103, size);
+  }
 }
 
 }  // namespace

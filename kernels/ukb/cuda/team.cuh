@@ -1,0 +1,26 @@
+/// @file cuda/team.cuh
+/// @brief A team of team.hpp on the GPU: a tile of S threads of a warp
+///        (cooperative groups), its sync the tile's.
+#pragma once
+
+#include <cooperative_groups.h>
+
+namespace ukb::cuda {
+
+/// S threads of one warp (S a power of 2 up to 32) that own one system.
+template <int S>
+struct TileTeam {
+  static_assert(S >= 1 && S <= 32 && (S & (S - 1)) == 0, "a tile is 1, 2, 4, 8, 16 or 32 threads");
+  cooperative_groups::thread_block_tile<S> tile;
+  __device__ int rank() const { return static_cast<int>(tile.thread_rank()); }
+  __device__ static constexpr int size() { return S; }
+  __device__ void sync() const { tile.sync(); }
+};
+
+/// The tile of S threads that the calling thread belongs to.
+template <int S>
+__device__ TileTeam<S> this_tile() {
+  return {cooperative_groups::tiled_partition<S>(cooperative_groups::this_thread_block())};
+}
+
+}  // namespace ukb::cuda

@@ -1,0 +1,93 @@
+/// @file team.hpp
+/// @brief Teams of threads that share one system's linear algebra (issue
+///        22, "teams per system"): the factorisations and products of the
+///        Udwadia–Kalaba solve written once against a small Team interface,
+///        so that one GPU thread, a tile of a warp (cuda/team.cuh) and a CPU
+///        emulation with one host thread per member run the same source.
+///
+/// A Team has `rank()` (0 .. size() - 1), `size()` and `sync()` (every
+/// member waits until every member has arrived; what each wrote before is
+/// then visible to all). The matrices a team works on are shared by its
+/// members (a GPU block's shared memory); each member computes its share of
+/// the entries (rows i = rank, rank + size, ...) with the same operations in
+/// the same order as the one-thread kernels of linalg.hpp, so that a team of
+/// any size gives the same bits as one thread. Scalars only (no SIMD packs).
+///
+/// Every member must call a team function with the same arguments; a
+/// member may return early only together with all the others (the pivot
+/// decisions below are taken by every member from the same data).
+#pragma once
+
+#include <cmath>
+
+#include "ukb/config.hpp"
+#include "ukb/kernels/linalg.hpp"
+
+namespace ukb::kernels {
+
+/// One thread alone: the team of the one-thread-per-system kernels.
+struct SerialTeam {
+  UKB_HD static constexpr int rank() { return 0; }
+  UKB_HD static constexpr int size() { return 1; }
+  UKB_HD static void sync() {}
+};
+
+/// cholesky<N> by a team, on A shared by its members: the same factor L,
+/// reciprocals `rdiag` and result (0, or k + 1 for the first pivot k that
+/// is not above rel_pivot times A_kk or not finite) as cholesky<N>(A, rdiag,
+/// rel_pivot) of one thread, bit for bit. Column j: every member forms the
+/// pivot from row j (finished in the columns before), then fills its rows
+/// i > j of the column; after a sync, member 0 writes the diagonal entry,
+/// which no later column reads. N + 1 syncs; on a failed pivot every member
+/// returns at the same column, and A is then as far as it got.
+template <int N, class T, class Team>
+UKB_HD int team_cholesky(const Team& team, T* A, T* rdiag, T rel_pivot = T(0)) {
+  using std::sqrt;
+  const int first = team.rank(), stride = team.size();
+  for (int j = 0; j < N; ++j) {
+    const T a_jj = A[j * N + j];
+    T d = a_jj;
+    for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
+    if (!(d > rel_pivot * a_jj) || !is_finite(d)) return j + 1;
+    const T ljj = sqrt(d), r = T(1) / ljj;
+    for (int i = j + 1 + first; i < N; i += stride) {
+      T s = A[i * N + j];
+      for (int k = 0; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
+      A[i * N + j] = s * r;
+    }
+    team.sync();  // every member has read A_jj and written its rows of column j
+    if (first == 0) {
+      A[j * N + j] = ljj;
+      rdiag[j] = r;
+    }
+  }
+  team.sync();
+  return 0;
+}
+
+/// X <- X L^{-T} for the R rows of X (R x N, shared), each row by one
+/// member (solve_lower, as solve_lower_rows does per row); then a sync.
+template <int N, int R, class T, class Team>
+UKB_HD void team_solve_lower_rows(const Team& team, const T* L, const T* rdiag, T* X) {
+  for (int r = team.rank(); r < R; r += team.size()) solve_lower<N>(L, rdiag, X + r * N);
+  team.sync();
+}
+
+/// G = B B^T (B: Rows x Cols, row-major) into the lower triangle of G
+/// (Rows x Rows, row-major; the upper triangle zeroed), row i by member
+/// i mod size, each entry summed over k in order (the Gram matrix of
+/// PseudoInverse's certificate); then a sync.
+template <int Rows, int Cols, class T, class Team>
+UKB_HD void team_gram(const Team& team, const T* B, T* G) {
+  for (int i = team.rank(); i < Rows; i += team.size()) {
+    for (int j = 0; j <= i; ++j) {
+      T s = T(0);
+      for (int k = 0; k < Cols; ++k) s += B[i * Cols + k] * B[j * Cols + k];
+      G[i * Rows + j] = s;
+    }
+    for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = T(0);
+  }
+  team.sync();
+}
+
+}  // namespace ukb::kernels
