@@ -48,8 +48,8 @@ using namespace ukb;
 // RK4 steps per benchmark iteration: enough work per iteration to time it
 // (about 2e5 system-steps of the ring on the CPU, scaled by the model's
 // cost), at least 100 on the GPU to amortise the copies; 10 for the chains
-// beyond 12 links, whose step costs 8-64 times the 12-link chain's while
-// their copies per system grow only with n.
+// beyond 12 links, whose step counts 6.4 and 45 times the 12-link chain's
+// flops (ukb_flops) while their copies per system grow only with n.
 template <class Mo>
 long steps_per_iteration(Backend be, long N) {
   const double cost = double(Mo::n) * Mo::n / 4.0;  // ring 1, chain_6 36, chain_12 144

@@ -5,7 +5,8 @@
 #   bench/gpu.sh [--build DIR] [--out DIR] [--quick]
 #
 # 1. builds, in DIR (default build-gpu/), only what it runs: ukb, the
-#    workload benchmarks and the flop counter (Release, CUDA on; a new DIR
+#    workload benchmarks, the flop counter and the team probe (Release, CUDA
+#    on, UKB_BENCH_GPU_STUDY on; a new DIR
 #    without tests, examples, Python or MPI, an existing one keeps its other
 #    options), for the GPU found (nvidia-smi's compute
 #    capability, unless UKB_CUDA_ARCHITECTURES is set). Nothing is
@@ -16,24 +17,30 @@
 #    shared libraries);
 # 2. runs W1-W4 on the cuda backend at N = 10^4, 10^5, 10^6 (W3 to 10^5),
 #    and the longer chains W5 (planar_chain_24, N = 10^4 and 10^5) and W6
-#    (planar_chain_48, N = 10^4; UKB_BENCH_LONG_CHAINS, nvcc's longest
+#    (planar_chain_48, N = 10^4; UKB_BENCH_GPU_STUDY, nvcc's longest
 #    compiles), double and float, 3 repetitions each (ukb_bench_workloads;
 #    copies to and from the device included, at least 100 steps per call,
 #    10 for W5 and W6);
-# 3. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples,
+# 3. runs ukb_team_probe: the Gram route's linear algebra of the chains W2,
+#    W3, W5, W6 by one thread per system against teams of 4-32 threads on
+#    shared memory (systems/s, and whether the two give the same bits);
+# 4. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples,
 #    in one chunk, with `ukb run` on cuda and on the cpu backend with every
 #    core, and
 #    compares the two results tables (statuses equal; the largest
 #    differences of theta_final and t_stop);
-# 4. prints one table (bench/gpu_table.py): system-steps/s per workload, N
+# 5. prints one table (bench/gpu_table.py): system-steps/s per workload, N
 #    and precision, and the share of the device's FP64 / FP32 peak (flops
 #    per step from ukb_flops; the peak from the device's name, or
-#    UKB_GPU_PEAK_GFLOPS="FP64,FP32"); then the demo's times and speed-up.
+#    UKB_GPU_PEAK_GFLOPS="FP64,FP32"); then the demo's times and speed-up;
+#    then the probe's table.
 #
 # Raw results go to --out (default bench/results/gpu-DATE-HHMM/): workloads.json,
-# flops.json, device.txt, the two runs' directories, table.md. --quick: N
-# = 10^4 and 10^5 only and a 10^5-sample demo (a check of the command).
-# The routes of issue 22 that exist are measured: one thread per system.
+# flops.json, team_probe.json and .md, device.txt, the two runs'
+# directories, table.md. --quick: N = 10^4 and 10^5 only (W5 and W6 at
+# 10^4), a tenth of the probe's systems and a 10^5-sample demo (a check of
+# the command). The engine's route is one thread per system; teams are
+# measured by the probe on the linear algebra alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,8 +84,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 # An existing one (--build of one's own) keeps its other options, its tests too.
 cmake "${extra[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=ON -DUKB_BUILD_BENCH=ON \
-      -DUKB_BENCH_LONG_CHAINS=ON -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops >/dev/null
+      -DUKB_BENCH_GPU_STUDY=ON -DUKB_CUDA_ARCHITECTURES="$arch" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target ukb_cli ukb_bench_workloads ukb_flops ukb_team_probe >/dev/null
 
 stamp "workloads on the GPU"
 if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; long='10000'; else sizes='10000|100000|1000000'; big='10000|100000'; long='10000|100000'; fi
@@ -87,6 +94,14 @@ if [ "$quick" = 1 ]; then sizes='10000|100000'; big='10000|100000'; long='10000'
     --benchmark_filter="^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($big)|W5/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($long)|W6/[a-z_0-9]+/(double|float)/cuda/threads:0/N:10000)/" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_format=json --benchmark_out="$out/workloads.json" --benchmark_out_format=json >/dev/null
+
+stamp "teams of threads per system against one thread (ukb_team_probe)"
+probe=()
+[ "$quick" = 1 ] && probe=(--quick)
+# A failure of the probe (a GPU it cannot use) leaves the rest of the table.
+if ! "$build/bin/ukb_team_probe" "${probe[@]}" --json "$out/team_probe.json" > "$out/team_probe.md" 2> "$out/team_probe.err"; then
+  echo "(ukb_team_probe failed: $(tail -n 1 "$out/team_probe.err"))" >> "$out/team_probe.md"
+fi
 
 samples=1000000
 [ "$quick" = 1 ] && samples=100000
@@ -103,5 +118,5 @@ for be in cuda cpu; do
   "$build/bin/ukb" run "$out/ring.toml" --backend "$be" "${threads[@]}" --out "$out/ring-$be" --quiet >/dev/null
 done
 stamp "table"
-python3 bench/gpu_table.py "$out" | tee "$out/table.md"
+{ python3 bench/gpu_table.py "$out"; echo; cat "$out/team_probe.md"; } | tee "$out/table.md"
 stamp "done: raw results in $out/"

@@ -4,7 +4,7 @@
 //   W2  planar_chain_6,     c = 0.1, theta_k ~ U[-1, 1], omega_k ~ U[-1, 1]
 //   W3  planar_chain_12,    c = 0.1, theta_k ~ U[-1, 1], omega_k ~ U[-1, 1]
 //   W4  redundant_pendulum, c = 0.1, theta ~ U[-2, 2], omega ~ U[-2, 2] (rank(B) = 1 < m)
-//   W5  planar_chain_24,    as W2 (examples/models/long_chains.hpp; UKB_BENCH_LONG_CHAINS)
+//   W5  planar_chain_24,    as W2 (examples/models/long_chains.hpp; UKB_BENCH_GPU_STUDY)
 //   W6  planar_chain_48,    as W2 (the same file)
 // Every state is consistent: it is the model's initial_state of the random
 // natural quantities. RK4 with dt = 1e-3.

@@ -1,0 +1,322 @@
+// Issue 22's first measurement of teams of threads per system: the linear
+// algebra of one Udwadia–Kalaba evaluation's Gram route,
+//     L = chol(M),  B = A L^{-T},  G = B B^T,  chol(G),
+// for the chains of the workloads W2, W3, W5 and W6 (planar_chain_6, 12,
+// 24, 48) at their workload states, on the GPU, by
+//   - one thread per system, its matrices in local arrays (linalg.hpp's
+//     kernels, as every evaluation of the engine runs them today), and
+//   - a team of S = 4, 8, 16 or 32 threads of a warp per system, its
+//     matrices in shared memory (team.hpp on cuda/team.cuh's tiles).
+// Both compute M and A from the state in the kernel, as the engine does
+// (member 0 of a team calls the model), and write 1 / L_ii of chol(G) per
+// system. The table gives systems per second for each route, the team's
+// speed-up over one thread, and the largest difference between the two
+// routes' outputs relative to the largest output (0 when they are the same
+// bits: the same operations in the same order, Kernels.Team* in the test
+// suite checks that on the CPU). Not the whole evaluation: the vectors, the
+// pseudo-inverse's application and the RK4 update are left out, so a
+// speed-up here bounds what teams can give the engine's kernels.
+//
+//   build/bin/ukb_team_probe [--json FILE] [--quick]
+//
+// Built with -DUKB_BENCH_GPU_STUDY=ON and CUDA (bench/gpu.sh). Exit code 2
+// without a usable GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ukb/cuda/team.cuh"
+#include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/team.hpp"
+#include "workloads.hpp"
+
+namespace {
+
+using namespace ukb;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "ukb_team_probe: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// What a team shares: one system's matrices and vectors.
+template <class Mo>
+struct Shared {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n, m = Mo::m;
+  T L[n * n], B[m * n], G[m * m], rd[n], rg[m], b[m], x[n], v[n];
+};
+
+// The route's result of system i: 1 / L_ii of chol(G), NaN where a
+// factorisation failed.
+template <class Mo>
+__global__ void thread_route(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
+                             typename Mo::Scalar* out) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  T x[n], v[n], L[n * n], rd[n], B[m * n], b[m], G[m * m], rg[m];
+  for (int j = 0; j < n; ++j) x[j] = q[long(j) * N + i], v[j] = qd[long(j) * N + i];
+  const typename Mo::Params p{};
+  Mo::mass(x, T(0), p, L);
+  Mo::constraints(x, v, T(0), p, B, b);
+  int bad = kernels::cholesky<n>(L, rd);
+  kernels::solve_lower_rows<n, m>(L, rd, B);
+  kernels::team_gram<m, n>(kernels::SerialTeam{}, B, G);
+  bad += kernels::cholesky<m>(G, rg);
+  for (int k = 0; k < m; ++k) out[long(k) * N + i] = bad ? T(NAN) : rg[k];
+}
+
+template <class Mo, int S>
+__global__ void team_route(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
+                           typename Mo::Scalar* out, int teams_per_block) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  extern __shared__ double smem[];  // double: aligned for either scalar
+  const ukb::cuda::TileTeam<S> team = ukb::cuda::this_tile<S>();
+  const int t = threadIdx.x / S;
+  const long i = long(blockIdx.x) * teams_per_block + t;
+  if (i >= N) return;  // the whole team: one system per team
+  Shared<Mo>& w = reinterpret_cast<Shared<Mo>*>(smem)[t];
+  for (int j = team.rank(); j < n; j += S) w.x[j] = q[long(j) * N + i], w.v[j] = qd[long(j) * N + i];
+  team.sync();
+  if (team.rank() == 0) {
+    const typename Mo::Params p{};
+    Mo::mass(w.x, T(0), p, w.L);
+    Mo::constraints(w.x, w.v, T(0), p, w.B, w.b);
+  }
+  team.sync();
+  int bad = kernels::team_cholesky<n>(team, w.L, w.rd);
+  if (!bad) {
+    kernels::team_solve_lower_rows<n, m>(team, w.L, w.rd, w.B);
+    kernels::team_gram<m, n>(team, w.B, w.G);
+    bad = kernels::team_cholesky<m>(team, w.G, w.rg);
+  }
+  for (int k = team.rank(); k < m; k += S) out[long(k) * N + i] = bad ? T(NAN) : w.rg[k];
+}
+
+struct Row {
+  std::string workload, model, scalar, route;
+  int N = 0, teams_per_block = 0;  // systems per block
+  double systems_per_s = 0, speedup = 0, max_rel_diff = 0;
+  bool bitwise = false;
+  std::string note;
+};
+
+// Seconds per launch of `launch` (median of 5 timings of enough launches to
+// take about 0.1 s).
+template <class F>
+double seconds_per_launch(const F& launch) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  launch();  // warm-up
+  check(cudaGetLastError(), "launch");
+  check(cudaDeviceSynchronize(), "kernel");
+  auto timed = [&](int reps) {
+    check(cudaEventRecord(a), "event");
+    for (int r = 0; r < reps; ++r) launch();
+    check(cudaEventRecord(b), "event");
+    check(cudaEventSynchronize(b), "event");
+    check(cudaGetLastError(), "launch");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "event");
+    return double(ms) * 1e-3 / reps;
+  };
+  const double one = timed(1);
+  const int reps = int(std::clamp(0.1 / std::max(one, 1e-7), 1.0, 1000.0));
+  std::vector<double> t;
+  for (int k = 0; k < 5; ++k) t.push_back(timed(reps));
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[2];
+}
+
+template <class Mo>
+struct Probe {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n, m = Mo::m;
+  int N;
+  T *q = nullptr, *qd = nullptr, *out_thread = nullptr, *out_team = nullptr;
+  std::vector<T> ref;
+
+  explicit Probe(int systems) : N(systems) {
+    std::vector<T> hq(std::size_t(n) * N), hqd(std::size_t(n) * N);
+    for (int i = 0; i < N; ++i) {
+      typename Mo::Params p;
+      T x[n], v[n];
+      bench::workload_system<Mo>(1, i, p, x, v);
+      for (int j = 0; j < n; ++j) hq[std::size_t(j) * N + i] = x[j], hqd[std::size_t(j) * N + i] = v[j];
+    }
+    const std::size_t bytes = sizeof(T) * std::size_t(n) * N, out_bytes = sizeof(T) * std::size_t(m) * N;
+    check(cudaMalloc(&q, bytes), "cudaMalloc");
+    check(cudaMalloc(&qd, bytes), "cudaMalloc");
+    check(cudaMalloc(&out_thread, out_bytes), "cudaMalloc");
+    check(cudaMalloc(&out_team, out_bytes), "cudaMalloc");
+    check(cudaMemcpy(q, hq.data(), bytes, cudaMemcpyHostToDevice), "upload");
+    check(cudaMemcpy(qd, hqd.data(), bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  ~Probe() {
+    cudaFree(q);
+    cudaFree(qd);
+    cudaFree(out_thread);
+    cudaFree(out_team);
+  }
+
+  Row base() const {
+    Row r;
+    r.workload = bench::Workload<Mo>::id;
+    r.model = Mo::name;
+    r.scalar = sizeof(T) == 8 ? "double" : "float";
+    r.N = N;
+    return r;
+  }
+
+  std::vector<T> download(const T* d) const {
+    std::vector<T> h(std::size_t(m) * N);
+    check(cudaMemcpy(h.data(), d, sizeof(T) * h.size(), cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+
+  Row thread_row(double& seconds) {
+    Row r = base();
+    r.route = "thread";
+    const int block = 128, grid = (N + block - 1) / block;
+    seconds = seconds_per_launch([&] { thread_route<Mo><<<grid, block>>>(q, qd, N, out_thread); });
+    ref = download(out_thread);
+    r.teams_per_block = block;
+    r.systems_per_s = N / seconds;
+    r.speedup = 1;
+    r.bitwise = true;
+    long failed = 0;
+    for (T x : ref) failed += std::isnan(double(x));
+    if (failed) r.note = std::to_string(failed) + " outputs NaN";
+    return r;
+  }
+
+  template <int S>
+  Row team_row(double thread_seconds) {
+    Row r = base();
+    r.route = "team " + std::to_string(S);
+    cudaDeviceProp prop;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "device");
+    check(cudaGetDeviceProperties(&prop, dev), "device");
+    const std::size_t per_team = sizeof(Shared<Mo>);
+    const std::size_t limit = prop.sharedMemPerBlockOptin;
+    if (per_team > limit) {
+      r.note = "needs " + std::to_string(per_team) + " B of shared memory per system, the block has " +
+               std::to_string(limit);
+      return r;
+    }
+    const int teams = int(std::max<std::size_t>(1, std::min<std::size_t>(128 / S, limit / per_team)));
+    const std::size_t shared = per_team * teams;
+    check(cudaFuncSetAttribute(team_route<Mo, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+          "shared memory");
+    const int grid = (N + teams - 1) / teams;
+    const double s = seconds_per_launch([&] { team_route<Mo, S><<<grid, teams * S, shared>>>(q, qd, N, out_team, teams); });
+    const std::vector<T> got = download(out_team);
+    double scale = 0, diff = 0;
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      scale = std::max(scale, std::abs(double(ref[k])));
+      const bool both_failed = std::isnan(double(got[k])) && std::isnan(double(ref[k]));
+      const double d = std::abs(double(got[k]) - double(ref[k]));
+      diff = std::max(diff, both_failed ? 0.0 : std::isnan(d) ? INFINITY : d);
+    }
+    r.teams_per_block = teams;
+    r.systems_per_s = N / s;
+    r.speedup = thread_seconds / s;
+    r.max_rel_diff = scale > 0 ? diff / scale : diff;
+    r.bitwise = std::memcmp(got.data(), ref.data(), sizeof(T) * got.size()) == 0;
+    return r;
+  }
+
+  void run(std::vector<Row>& rows) {
+    double ts = 0;
+    rows.push_back(thread_row(ts));
+    rows.push_back(team_row<4>(ts));
+    rows.push_back(team_row<8>(ts));
+    rows.push_back(team_row<16>(ts));
+    rows.push_back(team_row<32>(ts));
+  }
+};
+
+template <class T, int K>
+void probe(int N, std::vector<Row>& rows) {
+  Probe<models::PlanarChain<T, K>> p(N);
+  p.run(rows);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* json = nullptr;
+  bool quick = false;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--json") == 0 && a + 1 < argc) {
+      json = argv[++a];
+    } else if (std::strcmp(argv[a], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: ukb_team_probe [--json FILE] [--quick]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "ukb_team_probe: no usable GPU\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, 0), "device");
+  const int scale = quick ? 10 : 1;
+  std::vector<Row> rows;
+  probe<double, 6>(100000 / scale, rows);
+  probe<float, 6>(100000 / scale, rows);
+  probe<double, 12>(100000 / scale, rows);
+  probe<float, 12>(100000 / scale, rows);
+  probe<double, 24>(20000 / scale, rows);
+  probe<float, 24>(20000 / scale, rows);
+  probe<double, 48>(10000 / scale, rows);
+  probe<float, 48>(10000 / scale, rows);
+
+  std::printf("Device: %s. The Gram route's linear algebra per system (chol(M), B = A L^-T, G = B B^T, chol(G)):\n\n",
+              prop.name);
+  std::printf("| workload | scalar | N | route | systems/s | vs thread | systems per block | max rel diff | same bits | note |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s %s | %s | %d | %s | %.3g | %.2fx | %d | %.1e | %s | %s |\n", r.workload.c_str(), r.model.c_str(),
+                r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s, r.speedup, r.teams_per_block,
+                r.max_rel_diff, r.bitwise ? "yes" : "no", r.note.c_str());
+  if (json) {
+    FILE* f = std::fopen(json, "w");
+    if (!f) {
+      std::fprintf(stderr, "ukb_team_probe: cannot write %s\n", json);
+      return 1;
+    }
+    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const Row& r = rows[k];
+      std::fprintf(f,
+                   "  {\"workload\": \"%s\", \"model\": \"%s\", \"scalar\": \"%s\", \"N\": %d, \"route\": \"%s\", "
+                   "\"systems_per_s\": %.6g, \"speedup\": %.4g, \"teams_per_block\": %d, \"max_rel_diff\": %.3g, "
+                   "\"same_bits\": %s, \"note\": \"%s\"}%s\n",
+                   r.workload.c_str(), r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s,
+                   r.speedup, r.teams_per_block, r.max_rel_diff, r.bitwise ? "true" : "false", r.note.c_str(),
+                   k + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}
