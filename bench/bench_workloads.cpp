@@ -12,7 +12,7 @@
 // up to N = 10^4. CUDA timings include the copies to and from the device
 // (ukb::step uploads, integrates and downloads), with enough steps per call
 // (at least 100) that they are a small part; they are skipped with the
-// reason where there is no GPU. Built with UKB_BENCH_LONG_CHAINS=ON (as
+// reason where there is no GPU. Built with UKB_BENCH_GPU_STUDY=ON (as
 // bench/gpu.sh does), also W5 and W6 (planar_chain_24 and _48) on cpu and
 // cuda.
 #include <benchmark/benchmark.h>

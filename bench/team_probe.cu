@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <stdexcept>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,11 +40,10 @@ namespace {
 
 using namespace ukb;
 
+// A CUDA error ends the probe of one chain and precision (its row says
+// why), not the others.
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "ukb_team_probe: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 // What a team shares: one system's matrices and vectors.
@@ -102,6 +101,32 @@ __global__ void team_route(const typename Mo::Scalar* q, const typename Mo::Scal
     bad = kernels::team_cholesky<m>(team, w.G, w.rg);
   }
   for (int k = team.rank(); k < m; k += S) out[long(k) * N + i] = bad ? T(NAN) : w.rg[k];
+}
+
+// A JSON number, or null where it is not finite (a route that failed where
+// the other did not).
+std::string number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", x);
+  return b;
+}
+
+// A JSON string's contents: quotes, backslashes and control characters
+// escaped (a driver's message may hold any of them).
+std::string json_text(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      o += ' ';
+    } else {
+      o += c;
+    }
+  }
+  return o;
 }
 
 struct Row {
@@ -224,6 +249,9 @@ struct Probe {
     check(cudaFuncSetAttribute(team_route<Mo, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
           "shared memory");
     const int grid = (N + teams - 1) / teams;
+    // NaN everywhere first: a system the team kernel skipped cannot show
+    // the outputs of the team size before.
+    check(cudaMemset(out_team, 0xFF, sizeof(T) * std::size_t(m) * N), "cudaMemset");
     const double s = seconds_per_launch([&] { team_route<Mo, S><<<grid, teams * S, shared>>>(q, qd, N, out_team, teams); });
     const std::vector<T> got = download(out_team);
     double scale = 0, diff = 0;
@@ -253,8 +281,21 @@ struct Probe {
 
 template <class T, int K>
 void probe(int N, std::vector<Row>& rows) {
-  Probe<models::PlanarChain<T, K>> p(N);
-  p.run(rows);
+  using Mo = models::PlanarChain<T, K>;
+  try {
+    Probe<Mo> p(N);
+    p.run(rows);
+  } catch (const std::exception& e) {
+    Row r;
+    r.workload = bench::Workload<Mo>::id;
+    r.model = Mo::name;
+    r.scalar = sizeof(T) == 8 ? "double" : "float";
+    r.N = N;
+    r.route = "-";
+    r.note = e.what();
+    rows.push_back(r);
+    cudaGetLastError();  // an error that is not sticky does not end the next probe
+  }
 }
 
 }  // namespace
@@ -278,7 +319,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop;
-  check(cudaGetDeviceProperties(&prop, 0), "device");
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    std::fprintf(stderr, "ukb_team_probe: cannot read the GPU's properties\n");
+    return 2;
+  }
   const int scale = quick ? 10 : 1;
   std::vector<Row> rows;
   probe<double, 6>(100000 / scale, rows);
@@ -304,16 +348,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ukb_team_probe: cannot write %s\n", json);
       return 1;
     }
-    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
+    std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", json_text(prop.name).c_str());
     for (std::size_t k = 0; k < rows.size(); ++k) {
       const Row& r = rows[k];
       std::fprintf(f,
                    "  {\"workload\": \"%s\", \"model\": \"%s\", \"scalar\": \"%s\", \"N\": %d, \"route\": \"%s\", "
-                   "\"systems_per_s\": %.6g, \"speedup\": %.4g, \"teams_per_block\": %d, \"max_rel_diff\": %.3g, "
+                   "\"systems_per_s\": %.6g, \"speedup\": %.4g, \"teams_per_block\": %d, \"max_rel_diff\": %s, "
                    "\"same_bits\": %s, \"note\": \"%s\"}%s\n",
                    r.workload.c_str(), r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s,
-                   r.speedup, r.teams_per_block, r.max_rel_diff, r.bitwise ? "true" : "false", r.note.c_str(),
-                   k + 1 < rows.size() ? "," : "");
+                   r.speedup, r.teams_per_block, number(r.max_rel_diff).c_str(), r.bitwise ? "true" : "false",
+                   json_text(r.note).c_str(), k + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -493,6 +493,9 @@ TEST(Kernels, TeamCholeskyIsTheOneThreadFactorBitForBit) {
 // G = B B^T, chol(G), each step by the team on shared arrays; the same bits
 // as the one-thread solve (solve_lower_rows) and as the factor that
 // PseudoInverse keeps when it takes the Gram route (its Vrot and inv_s2).
+// The chain's M = m I would make L diagonal (a stale read of an
+// off-diagonal entry would read 0 either way): M here is the chain's plus
+// a dense symmetric positive semi-definite 0.1 X X^T.
 template <int K>
 void check_team_gram_route(std::uint64_t seed, int size) {
   using Mo = models::PlanarChain<double, K>;
@@ -507,6 +510,11 @@ void check_team_gram_route(std::uint64_t seed, int size) {
   double L[n * n], rd[n], B[m * n], G[m * m], rg[m];
   Mo::mass(q, 0.0, p, L);
   Mo::constraints(q, qd, 0.0, p, B, b);
+  Rng rng(seed);
+  const MatrixXd X = rng.matrix(n, n);
+  const MatrixXd D = 0.1 * X * X.transpose();
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) L[i * n + j] += D(i, j);
   double L1[n * n], rd1[n], B1[m * n];
   std::memcpy(L1, L, sizeof L);
   std::memcpy(B1, B, sizeof B);

@@ -39,7 +39,8 @@ struct SerialTeam {
 /// pivot from row j (finished in the columns before), then fills its rows
 /// i > j of the column; after a sync, member 0 writes the diagonal entry,
 /// which no later column reads. N + 1 syncs; on a failed pivot every member
-/// returns at the same column, and A is then as far as it got.
+/// syncs and returns at the same column, and A is then as far as it got
+/// (the columns before it finished, visible to every member).
 template <int N, class T, class Team>
 UKB_HD int team_cholesky(const Team& team, T* A, T* rdiag, T rel_pivot = T(0)) {
   using std::sqrt;
@@ -48,7 +49,10 @@ UKB_HD int team_cholesky(const Team& team, T* A, T* rdiag, T rel_pivot = T(0)) {
     const T a_jj = A[j * N + j];
     T d = a_jj;
     for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
-    if (!(d > rel_pivot * a_jj) || !is_finite(d)) return j + 1;
+    if (!(d > rel_pivot * a_jj) || !is_finite(d)) {
+      team.sync();  // member 0's diagonal entry of the column before, for every member
+      return j + 1;
+    }
     const T ljj = sqrt(d), r = T(1) / ljj;
     for (int i = j + 1 + first; i < N; i += stride) {
       T s = A[i * N + j];
