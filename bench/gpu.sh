@@ -23,7 +23,8 @@
 #    10 for W5 and W6);
 # 3. runs ukb_team_probe: the Gram route's linear algebra of the chains W2,
 #    W3, W5, W6 by one thread per system against teams of 4-32 threads on
-#    shared memory (systems/s, and whether the two give the same bits);
+#    shared memory and against cuSOLVER/cuBLAS batched calls (systems/s,
+#    and the largest difference from one thread);
 # 4. runs the ring demo (examples/ring_friction.toml) scaled to 10^6 samples,
 #    in one chunk, with `ukb run` on cuda and on the cpu backend with every
 #    core, and

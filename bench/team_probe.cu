@@ -1,33 +1,42 @@
-// Issue 22's first measurement of teams of threads per system: the linear
-// algebra of one Udwadia–Kalaba evaluation's Gram route,
+// Issue 22's first measurement of teams of threads per system and of the
+// cuSOLVER/cuBLAS batched route: the linear algebra of one Udwadia–Kalaba
+// evaluation's Gram route,
 //     L = chol(M),  B = A L^{-T},  G = B B^T,  chol(G),
 // for the chains of the workloads W2, W3, W5 and W6 (planar_chain_6, 12,
 // 24, 48) at their workload states, on the GPU, by
 //   - one thread per system, its matrices in local arrays (linalg.hpp's
 //     kernels, as every evaluation of the engine runs them today), and
 //   - a team of S = 4, 8, 16 or 32 threads of a warp per system, its
-//     matrices in shared memory (team.hpp on cuda/team.cuh's tiles).
-// Both compute M and A from the state in the kernel, as the engine does
-// (member 0 of a team calls the model), and write 1 / L_ii of chol(G) per
-// system. The table gives systems per second for each route, the team's
-// speed-up over one thread, and the largest difference between the two
-// routes' outputs relative to the largest output (0 when they are the same
-// bits: the same operations in the same order, Kernels.Team* in the test
-// suite checks that on the CPU). Not the whole evaluation: the vectors, the
+//     matrices in shared memory (team.hpp on cuda/team.cuh's tiles), and
+//   - the libraries (issue 22's item 3): the inputs written to global
+//     memory, then cuSOLVER's potrfBatched, cuBLAS's trsmBatched and
+//     gemmStridedBatched over the whole ensemble.
+// Each computes M and A from the state, as the engine does (member 0 of a
+// team calls the model), and writes 1 / L_ii of chol(G) per system. The
+// table gives systems per second for each route, its speed-up over one
+// thread, and the largest difference of its outputs from the thread's,
+// relative to the largest output (0 for a team when the bits agree: the
+// same operations in the same order, which Kernels.Team* in the test suite
+// checks on the CPU; round-off for the libraries' other algorithms). Not the whole evaluation: the vectors, the
 // pseudo-inverse's application and the RK4 update are left out, so a
-// speed-up here bounds what teams can give the engine's kernels.
+// speed-up here bounds what a route can give the engine's kernels: compare
+// with 4 x the workload's RK4 system-steps/s (four evaluations a step) of
+// ukb_bench_workloads for the whole evaluation by one thread.
 //
 //   build/bin/ukb_team_probe [--json FILE] [--quick]
 //
 // Built with -DUKB_BENCH_GPU_STUDY=ON and CUDA (bench/gpu.sh). Exit code 2
 // without a usable GPU.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cusolverDn.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,6 +110,82 @@ __global__ void team_route(const typename Mo::Scalar* q, const typename Mo::Scal
     bad = kernels::team_cholesky<m>(team, w.G, w.rg);
   }
   for (int k = team.rank(); k < m; k += S) out[long(k) * N + i] = bad ? T(NAN) : w.rg[k];
+}
+
+void check_blas(cublasStatus_t e, const char* what) {
+  if (e != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(e)));
+}
+void check_solver(cusolverStatus_t e, const char* what) {
+  if (e != CUSOLVER_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": cuSOLVER status " + std::to_string(int(e)));
+}
+
+// The library calls in either precision: the lower Cholesky factor of
+// each n x n matrix; X <- L^{-1} X (L n x n lower, X n x m); C = X^T X (X
+// n x m, C m x m), strided.
+inline cusolverStatus_t potrf_lower(cusolverDnHandle_t h, int n, double* a[], int* info, int N) {
+  return cusolverDnDpotrfBatched(h, CUBLAS_FILL_MODE_LOWER, n, a, n, info, N);
+}
+inline cusolverStatus_t potrf_lower(cusolverDnHandle_t h, int n, float* a[], int* info, int N) {
+  return cusolverDnSpotrfBatched(h, CUBLAS_FILL_MODE_LOWER, n, a, n, info, N);
+}
+inline cublasStatus_t trsm_left_lower(cublasHandle_t h, int n, int m, const double* one, double* L[], double* X[],
+                                      int N) {
+  return cublasDtrsmBatched(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, m, one,
+                            L, n, X, n, N);
+}
+inline cublasStatus_t trsm_left_lower(cublasHandle_t h, int n, int m, const float* one, float* L[], float* X[],
+                                      int N) {
+  return cublasStrsmBatched(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, m, one,
+                            L, n, X, n, N);
+}
+inline cublasStatus_t gemm_tn(cublasHandle_t h, int m, int n, const double* one, const double* X, long long sx,
+                              const double* zero, double* C, long long sc, int N) {
+  return cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, one, X, n, sx, X, n, sx, zero, C, m, sc, N);
+}
+inline cublasStatus_t gemm_tn(cublasHandle_t h, int m, int n, const float* one, const float* X, long long sx,
+                              const float* zero, float* C, long long sc, int N) {
+  return cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, one, X, n, sx, X, n, sx, zero, C, m, sc, N);
+}
+
+// The library route's handles, made once.
+struct Libraries {
+  cublasHandle_t blas = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  Libraries() {
+    check_blas(cublasCreate(&blas), "cublasCreate");
+    check_solver(cusolverDnCreate(&solver), "cusolverDnCreate");
+  }
+  ~Libraries() {
+    cusolverDnDestroy(solver);
+    cublasDestroy(blas);
+  }
+};
+Libraries* libraries = nullptr;
+
+// The library route's inputs: M (n x n, symmetric: row-major is
+// column-major) and A (m x n row-major: A^T, n x m, column-major) of every
+// system, one after the other.
+template <class Mo>
+__global__ void library_inputs(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
+                               typename Mo::Scalar* M, typename Mo::Scalar* At) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n, m = Mo::m;
+  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  T x[n], v[n], b[m];
+  for (int j = 0; j < n; ++j) x[j] = q[long(j) * N + i], v[j] = qd[long(j) * N + i];
+  const typename Mo::Params p{};
+  Mo::mass(x, T(0), p, M + i * n * n);
+  Mo::constraints(x, v, T(0), p, At + i * m * n, b);
+}
+
+// 1 / L_ii of the factor of each system's G (m x m, column-major).
+template <class T>
+__global__ void library_output(const T* G, int N, int m, T* out) {
+  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  for (int k = 0; k < m; ++k) out[long(k) * N + i] = T(1) / G[i * m * m + k * m + k];
 }
 
 // A JSON number, or null where it is not finite (a route that failed where
@@ -253,6 +338,12 @@ struct Probe {
     // the outputs of the team size before.
     check(cudaMemset(out_team, 0xFF, sizeof(T) * std::size_t(m) * N), "cudaMemset");
     const double s = seconds_per_launch([&] { team_route<Mo, S><<<grid, teams * S, shared>>>(q, qd, N, out_team, teams); });
+    compare(r, s, thread_seconds, teams);
+    return r;
+  }
+
+  // The route's rate and its outputs (in out_team) against the thread's.
+  void compare(Row& r, double seconds, double thread_seconds, int per_block) const {
     const std::vector<T> got = download(out_team);
     double scale = 0, diff = 0;
     for (std::size_t k = 0; k < got.size(); ++k) {
@@ -261,17 +352,85 @@ struct Probe {
       const double d = std::abs(double(got[k]) - double(ref[k]));
       diff = std::max(diff, both_failed ? 0.0 : std::isnan(d) ? INFINITY : d);
     }
-    r.teams_per_block = teams;
-    r.systems_per_s = N / s;
-    r.speedup = thread_seconds / s;
+    r.teams_per_block = per_block;
+    r.systems_per_s = N / seconds;
+    r.speedup = thread_seconds / seconds;
     r.max_rel_diff = scale > 0 ? diff / scale : diff;
     r.bitwise = std::memcmp(got.data(), ref.data(), sizeof(T) * got.size()) == 0;
+  }
+
+  // The library route: the inputs into global memory (library_inputs),
+  // then cuSOLVER's potrfBatched (M = L L^T), cuBLAS's trsmBatched (B^T =
+  // L^{-1} A^T), gemmStridedBatched (G = B B^T) and potrfBatched (G), then
+  // 1 / L_ii of G's factor. Other algorithms than the kernels': compared
+  // within round-off, not bit for bit.
+  Row library_row(double thread_seconds) {
+    Row r = base();
+    r.route = "library";
+    if (!libraries) throw std::runtime_error("no cuBLAS/cuSOLVER handle");
+    const std::size_t nn = std::size_t(n) * n, mn = std::size_t(m) * n, mm = std::size_t(m) * m;
+    T *M = nullptr, *At = nullptr, *G = nullptr;
+    T **Mp = nullptr, **Atp = nullptr, **Gp = nullptr;
+    int* info = nullptr;
+    struct Free {
+      std::vector<void*> p;
+      ~Free() {
+        for (void* x : p) cudaFree(x);
+      }
+    } held;
+    auto alloc = [&](auto*& ptr, std::size_t bytes) {
+      check(cudaMalloc(&ptr, bytes), "cudaMalloc");
+      held.p.push_back(ptr);
+    };
+    alloc(M, sizeof(T) * nn * N);
+    alloc(At, sizeof(T) * mn * N);
+    alloc(G, sizeof(T) * mm * N);
+    alloc(Mp, sizeof(T*) * N);
+    alloc(Atp, sizeof(T*) * N);
+    alloc(Gp, sizeof(T*) * N);
+    alloc(info, sizeof(int) * 2 * std::size_t(N));
+    std::vector<T*> h(N);
+    for (int i = 0; i < N; ++i) h[i] = M + nn * i;
+    check(cudaMemcpy(Mp, h.data(), sizeof(T*) * N, cudaMemcpyHostToDevice), "upload");
+    for (int i = 0; i < N; ++i) h[i] = At + mn * i;
+    check(cudaMemcpy(Atp, h.data(), sizeof(T*) * N, cudaMemcpyHostToDevice), "upload");
+    for (int i = 0; i < N; ++i) h[i] = G + mm * i;
+    check(cudaMemcpy(Gp, h.data(), sizeof(T*) * N, cudaMemcpyHostToDevice), "upload");
+    check(cudaMemset(out_team, 0xFF, sizeof(T) * std::size_t(m) * N), "cudaMemset");
+    const int block = 128, grid = (N + block - 1) / block;
+    cublasHandle_t blas = libraries->blas;
+    cusolverDnHandle_t solver = libraries->solver;
+    const T one = T(1), zero = T(0);
+    auto route = [&] {
+      library_inputs<Mo><<<grid, block>>>(q, qd, N, M, At);
+      check_solver(potrf_lower(solver, n, Mp, info, N), "potrfBatched");
+      check_blas(trsm_left_lower(blas, n, m, &one, Mp, Atp, N), "trsmBatched");
+      check_blas(gemm_tn(blas, m, n, &one, At, mn, &zero, G, mm, N), "gemmStridedBatched");
+      check_solver(potrf_lower(solver, m, Gp, info + N, N), "potrfBatched");
+      library_output<T><<<grid, block>>>(G, N, m, out_team);
+    };
+    const double s = seconds_per_launch(route);
+    std::vector<int> hinfo(2 * std::size_t(N));
+    check(cudaMemcpy(hinfo.data(), info, sizeof(int) * hinfo.size(), cudaMemcpyDeviceToHost), "download");
+    long failed = 0;
+    for (int x : hinfo) failed += x != 0;
+    if (failed) r.note = std::to_string(failed) + " factorisations failed";
+    compare(r, s, thread_seconds, 0);
     return r;
   }
 
   void run(std::vector<Row>& rows) {
     double ts = 0;
     rows.push_back(thread_row(ts));
+    try {
+      rows.push_back(library_row(ts));
+    } catch (const std::exception& e) {
+      Row r = base();
+      r.route = "library";
+      r.note = e.what();
+      rows.push_back(r);
+      cudaGetLastError();
+    }
     rows.push_back(team_row<4>(ts));
     rows.push_back(team_row<8>(ts));
     rows.push_back(team_row<16>(ts));
@@ -324,6 +483,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int scale = quick ? 10 : 1;
+  std::unique_ptr<Libraries> libs;
+  try {
+    libs = std::make_unique<Libraries>();
+    libraries = libs.get();
+  } catch (const std::exception& e) {  // the library rows then say why
+    std::fprintf(stderr, "ukb_team_probe: no library route: %s\n", e.what());
+  }
   std::vector<Row> rows;
   probe<double, 6>(100000 / scale, rows);
   probe<float, 6>(100000 / scale, rows);
