@@ -17,16 +17,17 @@
 // thread, and the largest difference of its outputs from the thread's,
 // relative to the largest output (0 for a team when the bits agree: the
 // same operations in the same order, which Kernels.Team* in the test suite
-// checks on the CPU; round-off for the libraries' other algorithms). Not the whole evaluation: the vectors, the
-// pseudo-inverse's application and the RK4 update are left out, so a
-// speed-up here bounds what a route can give the engine's kernels: compare
-// with 4 x the workload's RK4 system-steps/s (four evaluations a step) of
-// ukb_bench_workloads for the whole evaluation by one thread.
+// checks on the CPU; round-off for the libraries' other algorithms). Not
+// the whole evaluation: the vectors, the pseudo-inverse's application and
+// the RK4 update are left out, so a speed-up here bounds what a route can
+// give the engine's kernels: compare with 4 x the workload's RK4
+// system-steps/s (four evaluations a step) of ukb_bench_workloads for the
+// whole evaluation by one thread.
 //
 //   build/bin/ukb_team_probe [--json FILE] [--quick]
 //
 // Built with -DUKB_BENCH_GPU_STUDY=ON and CUDA (bench/gpu.sh). Exit code 2
-// without a usable GPU.
+// without a usable GPU, 1 when no row could be measured.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -78,9 +79,11 @@ __global__ void thread_route(const typename Mo::Scalar* q, const typename Mo::Sc
   Mo::mass(x, T(0), p, L);
   Mo::constraints(x, v, T(0), p, B, b);
   int bad = kernels::cholesky<n>(L, rd);
-  kernels::solve_lower_rows<n, m>(L, rd, B);
-  kernels::team_gram<m, n>(kernels::SerialTeam{}, B, G);
-  bad += kernels::cholesky<m>(G, rg);
+  if (!bad) {
+    kernels::solve_lower_rows<n, m>(L, rd, B);
+    kernels::team_gram<m, n>(kernels::SerialTeam{}, B, G);
+    bad = kernels::cholesky<m>(G, rg);
+  }
   for (int k = 0; k < m; ++k) out[long(k) * N + i] = bad ? T(NAN) : rg[k];
 }
 
@@ -193,7 +196,7 @@ __global__ void library_output(const T* G, int N, int m, T* out) {
 std::string number(double x) {
   if (!std::isfinite(x)) return "null";
   char b[32];
-  std::snprintf(b, sizeof b, "%.3g", x);
+  std::snprintf(b, sizeof b, "%.6g", x);
   return b;
 }
 
@@ -504,10 +507,14 @@ int main(int argc, char** argv) {
               prop.name);
   std::printf("| workload | scalar | N | route | systems/s | vs thread | systems per block | max rel diff | same bits | note |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& r : rows)
-    std::printf("| %s %s | %s | %d | %s | %.3g | %.2fx | %d | %.1e | %s | %s |\n", r.workload.c_str(), r.model.c_str(),
-                r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s, r.speedup, r.teams_per_block,
+  int measured = 0;
+  for (const Row& r : rows) {
+    measured += r.systems_per_s > 0;
+    const std::string per_block = r.teams_per_block > 0 ? std::to_string(r.teams_per_block) : "-";
+    std::printf("| %s %s | %s | %d | %s | %.3g | %.2fx | %s | %.1e | %s | %s |\n", r.workload.c_str(), r.model.c_str(),
+                r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s, r.speedup, per_block.c_str(),
                 r.max_rel_diff, r.bitwise ? "yes" : "no", r.note.c_str());
+  }
   if (json) {
     FILE* f = std::fopen(json, "w");
     if (!f) {
@@ -519,14 +526,15 @@ int main(int argc, char** argv) {
       const Row& r = rows[k];
       std::fprintf(f,
                    "  {\"workload\": \"%s\", \"model\": \"%s\", \"scalar\": \"%s\", \"N\": %d, \"route\": \"%s\", "
-                   "\"systems_per_s\": %.6g, \"speedup\": %.4g, \"teams_per_block\": %d, \"max_rel_diff\": %s, "
+                   "\"systems_per_s\": %s, \"speedup\": %s, \"systems_per_block\": %d, \"max_rel_diff\": %s, "
                    "\"same_bits\": %s, \"note\": \"%s\"}%s\n",
-                   r.workload.c_str(), r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s,
-                   r.speedup, r.teams_per_block, number(r.max_rel_diff).c_str(), r.bitwise ? "true" : "false",
+                   r.workload.c_str(), r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(),
+                   number(r.systems_per_s).c_str(), number(r.speedup).c_str(), r.teams_per_block,
+                   number(r.max_rel_diff).c_str(), r.bitwise ? "true" : "false",
                    json_text(r.note).c_str(), k + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }
-  return 0;
+  return measured > 0 ? 0 : 1;  // every row failed: say so to gpu.sh
 }
