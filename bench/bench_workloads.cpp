@@ -74,25 +74,27 @@ void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
   const EngineOptions o{.threads = threads};
   const long steps = steps_per_iteration<Mo>(be, N);
   const T dt = T(bench::workload_dt);
-  // A backend's error (a launch the device refuses: the longest chains'
-  // local memory) skips the row with its message instead of ending the run.
-  try {
-    if (step(b, be, dt, 1, o).failed != 0) {  // warm-up (and the first touch of the memory)
-      state.SkipWithError("a system failed in the warm-up step");
-      return;
+  // `k` steps into `failed`; a backend's error (a launch the device
+  // refuses: the longest chains' local memory) skips the row with its
+  // message instead of ending the run.
+  auto call = [&](long k, long& failed) {
+    try {
+      failed = step(b, be, dt, k, o).failed;
+      return true;
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return false;
     }
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
+  };
+  long warm = 0;
+  if (!call(1, warm)) return;  // warm-up (and the first touch of the memory)
+  if (warm != 0) {
+    state.SkipWithError("a system failed in the warm-up step");
     return;
   }
   for (auto _ : state) {
     long failed = 0;
-    try {
-      failed = step(b, be, dt, steps, o).failed;
-    } catch (const std::exception& e) {
-      state.SkipWithError(e.what());
-      break;
-    }
+    if (!call(steps, failed)) break;
     benchmark::DoNotOptimize(failed);
   }
   if (state.error_occurred()) return;

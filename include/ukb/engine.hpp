@@ -74,11 +74,7 @@ void on_backend(Backend be, F&& f) {
 template <Model Mo>
 Tally tally(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s) {
   Tally c;
-  for (int i = 0; i < v.N; ++i) {
-    c.active += run_active(v.status[i], v.t[i], v.steps[i], s) ? 1 : 0;
-    c.failed += is_failure(static_cast<Status>(v.status[i])) ? 1 : 0;
-    c.steps += v.steps[i];
-  }
+  for (int i = 0; i < v.N; ++i) c = c + tally_of(v.status[i], v.t[i], v.steps[i], s);
   return c;
 }
 

@@ -157,16 +157,6 @@ struct RunOptions {
   }
 };
 
-/// What an integration call leaves behind (every integrating entry point
-/// returns it).
-struct Tally {
-  long active = 0;  ///< systems with work left: status ok, t_end not reached, max_steps not taken
-  long failed = 0;  ///< systems whose status is failed_*
-  /// The `steps` field summed over every system: the steps taken since each
-  /// system's set_state (on cuda reduced on the device, so that a caller
-  /// counting the progress of a run need not bring the ensemble back).
-  std::int64_t steps = 0;
-};
 
 /// Throws std::invalid_argument for execution options out of range.
 inline void check(const EngineOptions& o) {

@@ -124,4 +124,26 @@ UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps, cons
          steps < s.max_steps;
 }
 
+/// What an integration call leaves behind (every integrating entry point
+/// returns it).
+struct Tally {
+  long active = 0;  ///< systems with work left: status ok, t_end not reached, max_steps not taken
+  long failed = 0;  ///< systems whose status is failed_*
+  /// The `steps` field summed over every system: the steps taken since each
+  /// system's set_state (on cuda reduced on the device, so that a caller
+  /// counting the progress of a run need not bring the ensemble back).
+  std::int64_t steps = 0;
+};
+
+UKB_HD inline Tally operator+(const Tally& a, const Tally& b) {
+  return {a.active + b.active, a.failed + b.failed, a.steps + b.steps};
+}
+
+/// One system's share of a Tally (the host's count and the cuda backend's
+/// device reduction both sum these).
+template <class T>
+UKB_HD inline Tally tally_of(std::int32_t status, T t, std::int64_t steps, const RunSettings<T>& s) {
+  return {run_active(status, t, steps, s) ? 1L : 0L, is_failure(static_cast<Status>(status)) ? 1L : 0L, steps};
+}
+
 }  // namespace ukb

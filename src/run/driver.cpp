@@ -4,7 +4,6 @@
 // file under a temporary name renamed when complete). The pieces: table.hpp
 // (the results table), output.hpp (files), stats.hpp (summary.json),
 // trajectories.hpp (recorded samples), checkpoint.hpp.
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -654,8 +653,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   // The outcome of a run stopped with its checkpoint written.
   auto stopped = [&] {
     progress.update(done, system_steps, true);
-
-   Outcome r;
+    Outcome r;
     r.interrupted = true;
     r.done = done;
     r.samples = c.samples;

@@ -2,15 +2,15 @@
 // library): initial states, rows, statistics, results.csv.
 #pragma once
 
-#include <omp.h>
-
-#include <algorithm>
 #include <exception>
+
+#include "ukb/cpu/parallel.hpp"
 
 namespace ukb::run {
 
-/// The threads of a run's host work: `threads`, or all cores for 0.
-inline int thread_count(int threads) { return std::max(1, threads > 0 ? threads : omp_get_max_threads()); }
+/// The threads of a run's host work: `threads`, or all cores for 0 (the
+/// cpu backend's rule).
+using cpu::thread_count;
 
 /// Calls body(i, scratch) for every i in [0, n) on thread_count(threads)
 /// OpenMP threads (consecutive ranges of i per thread), each thread with a

@@ -12,6 +12,18 @@
 
 namespace ukb::cpu {
 
+/// The OpenMP threads that `threads` asks for: itself if positive, else
+/// the OpenMP default (OMP_NUM_THREADS or the number of cores); 1 without
+/// OpenMP.
+inline int thread_count(int threads) {
+#ifdef _OPENMP
+  return std::max(1, threads > 0 ? threads : omp_get_max_threads());
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+
 /// Calls body(i) for i in [0, N) on `threads` OpenMP threads (0: the OpenMP
 /// default, i.e. OMP_NUM_THREADS or the number of cores), handing out
 /// chunks of `chunk` consecutive systems. Systems are independent, so the
@@ -20,7 +32,7 @@ template <class Body>
 void parallel_for(int N, int threads, int chunk, const Body& body) {
   if (chunk < 1) chunk = 1;
 #ifdef _OPENMP
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = thread_count(threads);
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(nt) if (nt > 1)
   for (int i = 0; i < N; ++i) body(i);
 #else
@@ -34,7 +46,7 @@ void parallel_for(int N, int threads, int chunk, const Body& body) {
 template <class Body>
 void parallel_workers(int threads, const Body& body) {
 #ifdef _OPENMP
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = thread_count(threads);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   body();
 #else

@@ -104,28 +104,18 @@ struct DeviceBatch {
   }
 };
 
-/// A Tally's counts as the device reduces them.
-struct Counts {
-  long active = 0, failed = 0;
-  std::int64_t steps = 0;
-};
-/// Per system: active (1 while it has work left), failed (1 when its status
-/// is a failure) and its steps.
+/// System i's share of the Tally (tally_of), and the sum, for the device's
+/// reduction.
 template <class T>
 struct TallyOf {
   const std::int32_t* status;
   const T* t;
   const std::int64_t* steps;
   RunSettings<T> s;
-  UKB_HD Counts operator()(int i) const {
-    return {run_active(status[i], t[i], steps[i], s) ? 1L : 0L, is_failure(static_cast<Status>(status[i])) ? 1L : 0L,
-            steps[i]};
-  }
+  UKB_HD Tally operator()(int i) const { return tally_of(status[i], t[i], steps[i], s); }
 };
-struct AddCounts {
-  UKB_HD Counts operator()(const Counts& a, const Counts& b) const {
-    return {a.active + b.active, a.failed + b.failed, a.steps + b.steps};
-  }
+struct AddTally {
+  UKB_HD Tally operator()(const Tally& a, const Tally& b) const { return a + b; }
 };
 
 /// A batch that stays in device memory across calls.
@@ -149,9 +139,8 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   Tally tally(const RunSettings<T>& s) const override {
     DeviceBatch<Mo>& d = const_cast<DeviceBatch<Mo>&>(d_);
     const BatchView<Mo> v = d.view();
-    const Counts c = thrust::transform_reduce(thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(d_.N),
-                                              TallyOf<T>{v.status, v.t, v.steps, s}, Counts{}, AddCounts{});
-    return {c.active, c.failed, c.steps};
+    return thrust::transform_reduce(thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(d_.N),
+                                    TallyOf<T>{v.status, v.t, v.steps, s}, Tally{}, AddTally{});
   }
 
  private:

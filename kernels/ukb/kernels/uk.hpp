@@ -208,33 +208,6 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
 template <Model Mo>
 inline constexpr bool inlined_accel = Mo::n < 8;
 
-/// uk_accel on the rare paths: out of line in GPU device code
-/// (uk_accel_call), inlined elsewhere; where inlined_accel<Mo>, on copies
-/// of q, q', the parameters and Baumgarte's settings on every backend (so
-/// that the CPU's tests run the copies that the GPU's kernels run).
-template <Model Mo>
-UKB_HD UKB_INLINE Status uk_accel_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
-                                       typename Mo::Scalar t, const typename Mo::Params& p,
-                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
-                                       const Baumgarte<typename Mo::Scalar>& bg) {
-  using T = typename Mo::Scalar;
-  auto call = [&](const T* x, const T* v, const typename Mo::Params& px, const Baumgarte<T>& b) {
-#if defined(__CUDA_ARCH__)
-    return uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
-#else
-    return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
-#endif
-  };
-  if constexpr (inlined_accel<Mo>) {
-    T qc[Mo::n], qdc[Mo::n];
-    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
-    const typename Mo::Params pc = p;
-    const Baumgarte<T> bgc = bg;
-    return call(qc, qdc, pc, bgc);
-  } else {
-    return call(q, qd, p, bg);
-  }
-}
 }  // namespace detail
 
 /// uk_accel as the run loop calls it (every stage, the acceleration at the
@@ -262,14 +235,33 @@ UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_eval(const V* q, const V* qd,
 /// uk_accel on the run loop's rare paths (the acceleration at the start of
 /// an adaptive step where the last stage does not give it, the initial
 /// step's probe, a handler's first consultation): out of line in GPU device
-/// code for every model (one copy instead of one more inlined body per
-/// path); elsewhere inlined. The same operations either way.
+/// code for every model (detail::uk_accel_call: one copy instead of one
+/// more inlined body per path); elsewhere inlined. The same operations
+/// either way. Where detail::inlined_accel<Mo>, on copies of q, q', the
+/// parameters and Baumgarte's settings on every backend (so that the CPU's
+/// tests run the copies that the GPU's kernels run).
 template <Model Mo>
 UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
                                       typename Mo::Scalar t, const typename Mo::Params& p,
                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
                                       const Baumgarte<typename Mo::Scalar>& bg = {}) {
-  return detail::uk_accel_rare<Mo>(q, qd, t, p, rank_rtol, out, bg);
+  using T = typename Mo::Scalar;
+  auto call = [&](const T* x, const T* v, const typename Mo::Params& px, const Baumgarte<T>& b) {
+#if defined(__CUDA_ARCH__)
+    return detail::uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
+#else
+    return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
+#endif
+  };
+  if constexpr (detail::inlined_accel<Mo>) {
+    T qc[Mo::n], qdc[Mo::n];
+    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
+    const typename Mo::Params pc = p;
+    const Baumgarte<T> bgc = bg;
+    return call(qc, qdc, pc, bgc);
+  } else {
+    return call(q, qd, p, bg);
+  }
 }
 
 }  // namespace ukb::kernels
