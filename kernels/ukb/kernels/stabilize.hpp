@@ -105,34 +105,24 @@ UKB_NOINLINE UKB_HD Status project_call(typename Mo::Scalar* q, typename Mo::Sca
 }  // namespace detail
 
 /// project() as the run loop calls it: out of line in GPU device code (one
-/// copy for both methods' kernels), inlined elsewhere; where
-/// detail::inlined_accel<Mo> (uk.hpp: the caller's state then stays in
-/// registers), on copies of its arguments on every backend.
+/// copy for both methods' kernels), inlined elsewhere; through
+/// detail::on_copies (uk.hpp: where detail::inlined_accel<Mo>, the caller's
+/// state then stays in registers).
 template <Model Mo>
 UKB_HD UKB_INLINE Status project_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
                                       const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
                                       const Projection<typename Mo::Scalar>& pr, bool& converged) {
   using T = typename Mo::Scalar;
-  auto call = [&](T* x, T* v, const typename Mo::Params& px, const Projection<T>& prx, bool& conv) {
-#if defined(__CUDA_ARCH__)
-    return detail::project_call<Mo>(x, v, t, px, rank_rtol, prx, conv);
-#else
-    return project<Mo>(x, v, t, px, rank_rtol, prx, conv);
-#endif
-  };
-  if constexpr (detail::inlined_accel<Mo>) {
-    T qc[Mo::n], qdc[Mo::n];
-    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
-    const typename Mo::Params pc = p;
-    const Projection<T> prc = pr;
+  return detail::on_copies<Mo>(q, qd, p, pr, [&](T* x, T* v, const typename Mo::Params& px, const Projection<T>& prx) {
     bool conv = true;
-    const Status st = call(qc, qdc, pc, prc, conv);
-    for (int j = 0; j < Mo::n; ++j) q[j] = qc[j], qd[j] = qdc[j];
+#if defined(__CUDA_ARCH__)
+    const Status st = detail::project_call<Mo>(x, v, t, px, rank_rtol, prx, conv);
+#else
+    const Status st = project<Mo>(x, v, t, px, rank_rtol, prx, conv);
+#endif
     converged = conv;
     return st;
-  } else {
-    return call(q, qd, p, pr, converged);
-  }
+  });
 }
 
 }  // namespace ukb::kernels

@@ -208,6 +208,27 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
 template <Model Mo>
 inline constexpr bool inlined_accel = Mo::n < 8;
 
+/// f(q, q', p, s) for the run loop's rare paths (uk_eval_rare,
+/// project_step): where inlined_accel<Mo>, on copies of q and q' (n values
+/// each), of the parameters p and of the settings s, on every backend,
+/// with the copies of q and q' written back when they are writable; else on
+/// the arguments themselves (see inlined_accel for why).
+template <Model Mo, class Q, class S, class F>
+UKB_HD UKB_INLINE auto on_copies(Q* q, Q* qd, const typename Mo::Params& p, const S& s, F&& f) {
+  if constexpr (inlined_accel<Mo>) {
+    std::remove_const_t<Q> qc[Mo::n], qdc[Mo::n];
+    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
+    const typename Mo::Params pc = p;
+    const S sc = s;
+    const auto result = f(qc, qdc, pc, sc);
+    if constexpr (!std::is_const_v<Q>)
+      for (int j = 0; j < Mo::n; ++j) q[j] = qc[j], qd[j] = qdc[j];
+    return result;
+  } else {
+    return f(q, qd, p, s);
+  }
+}
+
 }  // namespace detail
 
 /// uk_accel as the run loop calls it (every stage, the acceleration at the
@@ -237,31 +258,21 @@ UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_eval(const V* q, const V* qd,
 /// step's probe, a handler's first consultation): out of line in GPU device
 /// code for every model (detail::uk_accel_call: one copy instead of one
 /// more inlined body per path); elsewhere inlined. The same operations
-/// either way. Where detail::inlined_accel<Mo>, on copies of q, q', the
-/// parameters and Baumgarte's settings on every backend (so that the CPU's
-/// tests run the copies that the GPU's kernels run).
+/// either way, through detail::on_copies.
 template <Model Mo>
 UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
                                       typename Mo::Scalar t, const typename Mo::Params& p,
                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
                                       const Baumgarte<typename Mo::Scalar>& bg = {}) {
   using T = typename Mo::Scalar;
-  auto call = [&](const T* x, const T* v, const typename Mo::Params& px, const Baumgarte<T>& b) {
+  return detail::on_copies<Mo>(q, qd, p, bg, [&](const T* x, const T* v, const typename Mo::Params& px,
+                                                 const Baumgarte<T>& b) {
 #if defined(__CUDA_ARCH__)
     return detail::uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
 #else
     return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
 #endif
-  };
-  if constexpr (detail::inlined_accel<Mo>) {
-    T qc[Mo::n], qdc[Mo::n];
-    for (int j = 0; j < Mo::n; ++j) qc[j] = q[j], qdc[j] = qd[j];
-    const typename Mo::Params pc = p;
-    const Baumgarte<T> bgc = bg;
-    return call(qc, qdc, pc, bgc);
-  } else {
-    return call(q, qd, p, bg);
-  }
+  });
 }
 
 }  // namespace ukb::kernels
