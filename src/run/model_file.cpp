@@ -538,6 +538,27 @@ void write_text(const fs::path& p, const std::string& text) {
   if (!f) fail("cannot write " + named(p) + " in the plugin cache: " + std::strerror(errno));
 }
 
+// The build's nvcc flags for the device check, which writes one PTX file:
+// nvcc refuses -ptx for several architectures, so the architecture flags
+// (--generate-code=..., -arch=...) give way to the PTX of the first
+// architecture that names one (nvcc's default where none does: native,
+// all, all-major).
+std::vector<std::string> ptx_check_flags(const std::vector<std::string>& flags) {
+  static const std::regex virt(R"(^--generate-code=arch=(compute_[0-9]+[a-z]?),)");
+  std::vector<std::string> out;
+  std::string arch;
+  std::smatch m;
+  for (const std::string& f : flags) {
+    if (f.rfind("--generate-code=", 0) == 0 || f.rfind("-arch=", 0) == 0) {
+      if (arch.empty() && std::regex_search(f, m, virt)) arch = "-arch=" + m.str(1);
+      continue;
+    }
+    out.push_back(f);
+  }
+  if (!arch.empty()) out.push_back(arch);
+  return out;
+}
+
 // Compiles the plugin of `header` into build/plugin.so and writes the manifest.
 void build_plugin(const fs::path& header, bool cuda, const std::string& key, const fs::path& build) {
   const Toolchain& tc = toolchain();
@@ -560,7 +581,7 @@ void build_plugin(const fs::path& header, bool cuda, const std::string& key, con
                "#define UKB_DEVICE_CHECK2_(k) ukb_device_check_##k\n"
                "#define UKB_DEVICE_CHECK_(k) UKB_DEVICE_CHECK2_(k)\n"
                "#include \"ukb/model.hpp\"\n" + include_line(header));
-    compile(concat({{tc.nvcc}, tc.cuda_flags, incs, {"-Werror", "all-warnings", "-ptx", "-o",
+    compile(concat({{tc.nvcc}, ptx_check_flags(tc.cuda_flags), incs, {"-Werror", "all-warnings", "-ptx", "-o",
                                                      (build / "check.ptx").string(), (build / "check.cu").string()}}),
             header, build, "does not compile for the cuda backend (nvcc, device code)");
     const std::string ptx = read_file(build / "check.ptx").value_or("");
