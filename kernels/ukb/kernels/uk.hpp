@@ -210,9 +210,10 @@ inline constexpr bool inlined_accel = Mo::n < 8;
 
 /// f(q, q', p, s) for the run loop's rare paths (uk_eval_rare,
 /// project_step): where inlined_accel<Mo>, on copies of q and q' (n values
-/// each), of the parameters p and of the settings s, on every backend,
-/// with the copies of q and q' written back when they are writable; else on
-/// the arguments themselves (see inlined_accel for why).
+/// each), of the parameters p and of the settings s, on every backend (so
+/// that the CPU's tests run the copies that the GPU's kernels run), with
+/// the copies of q and q' written back when they are writable; else on the
+/// arguments themselves (see inlined_accel for why).
 template <Model Mo, class Q, class S, class F>
 UKB_HD UKB_INLINE auto on_copies(Q* q, Q* qd, const typename Mo::Params& p, const S& s, F&& f) {
   if constexpr (inlined_accel<Mo>) {
