@@ -68,9 +68,9 @@ stamp "default build (build/), x86-64 baseline"
 # linked but never run: there it is compiled to PTX only (CUDA architecture
 # 90-virtual: cicc compiles every kernel, ptxas does not assemble them for
 # sm_90), with cicc at -O1 (the host code and every flag that decides what
-# compiles stay as released): engine.cu in 25 s, against 43 s with ptxas
-# at -O1 and 115 s as released. With a GPU, the device code the GPU tests run is built as
-# released (-O3, PTX and code for sm_90).
+# compiles stay as released): engine.cu in 23-25 s, against 37-43 s with
+# ptxas at -O1 and 115 s as released. With a GPU, the device code the GPU
+# tests run is built as released (-O3, PTX and code for sm_90).
 # The Eigen baseline benchmark (bench/baseline_eigen.cpp, 60-85 s of g++)
 # is no test's: bench/compare.sh builds and checks it.
 # (Both settings are given either way: they stay in build/'s cache. With a
@@ -90,7 +90,7 @@ rm -rf build/install build/custom_model build/model-cache-install
 cmake --install build --prefix build/install >/dev/null
 mkdir -p build/custom_model
 # Single-threaded work side by side (this stage took 62-83 s one step after
-# the other on 2 cores, 44-46 s so): the installed `ukb run` compiles the
+# the other on 2 cores, 38-46 s so): the installed `ukb run` compiles the
 # model file into its plugin (one g++, about 14 s) and runs it on cpu while
 # custom_model compiles (its main.cpp by g++, about 35 s, and with CUDA its
 # model's .cu by nvcc); then the two runs on the reference backend (one
