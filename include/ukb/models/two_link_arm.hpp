@@ -59,7 +59,7 @@ struct TwoLinkArm {
   static constexpr std::array<const char*, n> coords{"theta1", "theta2"};
   static constexpr std::array<const char*, 3> initial_names{"theta1", "omega1", "elbow"};
   static constexpr std::array<const char*, 3> initial_docs{
-      "angle of rod 1 from the x axis (rad)", "angular velocity of rod 1 (rad/s)",
+      "angle of rod 1 from the downward vertical (rad)", "angular velocity of rod 1 (rad/s)",
       "which of the two configurations: the sign of sin(theta2 - beta); omitted: 1 (one of 1, -1)"};
 
   struct Params {
