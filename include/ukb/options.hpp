@@ -157,7 +157,6 @@ struct RunOptions {
   }
 };
 
-
 /// Throws std::invalid_argument for execution options out of range.
 inline void check(const EngineOptions& o) {
   if (o.threads < 0) throw std::invalid_argument("ukb: threads must be >= 0 (0: OpenMP default)");
