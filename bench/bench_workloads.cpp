@@ -45,17 +45,25 @@ namespace {
 
 using namespace ukb;
 
-// RK4 steps per benchmark iteration: enough work per iteration to time it
-// (about 2e5 system-steps of the ring on the CPU, scaled by the model's
-// cost), at least 100 on the GPU to amortise the copies; 10 for the chains
-// beyond 12 links, whose step counts 6.4 and 45 times the 12-link chain's
-// flops (ukb_flops) while their copies per system grow only with n.
+// RK4 steps per benchmark iteration: enough work per iteration to time it,
+// and not so much that one iteration takes many seconds. On the CPU about
+// 2e5 system-steps of the ring, scaled by n^2 / 4 (ring 1, chain_6 36,
+// chain_12 144). On the GPU about 2e9 of the ring, scaled by n^3 / 8 (ring
+// 1, chain_6 216, chain_12 1728, chain_24 13 824, chain_48 110 592): one
+// thread per system runs the chains at rates that fall faster than their
+// flops grow (an H100, 2026-11-26: 39.7 M, 3.09 M and 0.30 M system-steps/s
+// for 6, 12 and 24 links at N = 10^5), and with n^2 / 4 one iteration of
+// the 24-link chain at N = 10^4 took 30 s. At least 100 steps per call on the
+// GPU to amortise the copies, 2 for the chains beyond 12 links, whose step
+// costs 6.4 and 45 times the 12-link chain's flops (ukb_flops) while their
+// copies per system grow only with n.
 template <class Mo>
 long steps_per_iteration(Backend be, long N) {
-  const double cost = double(Mo::n) * Mo::n / 4.0;  // ring 1, chain_6 36, chain_12 144
+  const double n = Mo::n;
+  const double cost = be == Backend::cuda ? n * n * n / 8.0 : n * n / 4.0;
   const double work = be == Backend::cuda ? 2e9 : 2e5;
   const long s = long(work / (cost * double(N)));
-  const long floor = be != Backend::cuda ? 1L : Mo::n <= 24 ? 100L : 10L;
+  const long floor = be != Backend::cuda ? 1L : Mo::n <= 24 ? 100L : 2L;
   return std::clamp(s, floor, 10000L);
 }
 

@@ -1,68 +1,169 @@
 #!/bin/bash
-# One call of a lent GPU machine (the `device` tool: at most 600 s a call),
-# in the order of what it is worth: build what gpu.sh and the GPU tests
-# need, the GPU tests, bench/gpu.sh; then, while time is left, the other
-# test executables and ctest. Run from the project root, with .deps/ made by
-# ../shared/gpu/prepare.sh carried along:
+# One call of a lent GPU machine (the `device` tool: at most 600 s a call,
+# 15 minutes of device time a session), in the order of what it is worth:
+# the GPU tests, bench/gpu.sh, cross-checks of `ukb run --backend cuda`
+# against cpu and reference, the whole ctest. Run from the project root, with
+# .deps/ made by ../shared/gpu/prepare.sh carried along:
 #
-#   . .deps/env.sh && bash bench/device_check.sh        (results in $OUT)
+#   . .deps/env.sh && bash bench/device_check.sh
 #
-# $OUT gets: machine.txt, build.log (on failure), gpu_tests.log, the
-# bench/gpu.sh results in gpu/ (table.md: the workloads, the demo, the team
-# probe), ctest.log, console.txt. UKB_CHECK_BUDGET (default 560) is the
-# seconds the whole call may take; a step that would not fit is skipped and
-# says so. If gpu.sh was cut short (it needs about 5 minutes after a build
-# of about 3 on 16 cores, not measured together yet), a second call right
-# after, while the machine is warm and /tmp/b is still there, runs it alone:
-#   . .deps/env.sh && CMAKE_PREFIX_PATH=$PWD/.deps/prefix/usr bench/gpu.sh --build /tmp/b --out $OUT/gpu
+# Two ways to get the binaries:
+# - built on the GPU machine (the default): .deps/build.sh into /tmp/b, about
+#   3 minutes of the call on 16 cores, more with the 48-link chain's units;
+# - built here, on a machine without a GPU, and carried (UKB_PREBUILT=DIR,
+#   DIR inside the tree and ignored by git): no minute of the device goes to
+#   compiling. Build DIR for the device and for any x86-64 CPU, without
+#   MPI or Python (their libraries may be missing there), e.g.
+#     cmake -G Ninja -S . -B .gpub -DCMAKE_BUILD_TYPE=Release -DUKB_NATIVE=OFF \
+#       -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DUKB_ENABLE_CUDA=ON -DUKB_CUDA_ARCHITECTURES=90 \
+#       -DUKB_BENCH_GPU_STUDY=ON -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF
+#     cmake --build .gpub -j2
+#   then copy it without its objects (bench/device_check.sh --stage .gpub
+#   .gpur: about 110 MB with UKB_BENCH_GPU_STUDY, most of it the binaries'
+#   sm_90 code), pack it under the device tool's 64 MiB (xz: 31 MB) and
+#   carry the pack and .deps:
+#     mkdir -p .gpup && tar -cJf .gpup/gpur.txz .gpur    (.gpup ignored by git too)
+#     tar -xJf .gpup/gpur.txz && . .deps/env.sh && UKB_PREBUILT=.gpur bash bench/device_check.sh
+#   The build's absolute paths (ctest's files, the toolchain record of the
+#   model-file plugins) are made to hold there by links: its source
+#   directory to this tree, the build directory to DIR, and Eigen's headers
+#   from .deps where the machine has none.
+#
+# Everything lands in /tmp/o, packed into $OUT/o.tgz after every stage (the
+# device tool brings back at most 8 files): machine.txt, gpu_tests.log,
+# gpu/ (bench/gpu.sh: table.md, workloads.json, team_probe.*, the demo's
+# run.json files), xc/ (cross-checks), ctest.log, console.txt.
+# UKB_CHECK_BUDGET (default 560) is the seconds the whole call may take; a
+# step that would not fit is skipped and says so.
 set -u
+if [ "${1:-}" = --stage ]; then
+  # --stage BUILD DIR: BUILD without what only a rebuild needs.
+  [ -f "$2/CMakeCache.txt" ] || { echo "device_check.sh --stage: $2 is no build directory" >&2; exit 2; }
+  rm -rf "$3" && mkdir -p "$3"
+  dst=$(cd "$3" && pwd)
+  (cd "$2" && find . \( -name '*.o' -o -name '*.a' -o -name '.ninja_*' -o -name '*.ptx' -o -name '*.fatbin*' -o -name '*.cubin' \) -prune \
+     -o -type f -print0 | xargs -0 cp --parents -t "$dst")
+  cp "$2/libukb.a" "$3/" 2>/dev/null   # model-file plugins link it
+  git -C "$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$2/CMakeCache.txt")" log -1 --format='built from %H %s' > "$3/commit.txt" 2>/dev/null
+  find "$3/bin" -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null
+  du -sh "$3"
+  exit 0
+fi
 R=$(pwd)
 T0=$(date +%s)
 budget=${UKB_CHECK_BUDGET:-560}
-out=${OUT:-/tmp/device-check}
-mkdir -p "$out"
+O=/tmp/o
+rm -rf "$O" && mkdir -p "$O"
 el() { echo $(($(date +%s) - T0)); }
 left() { echo $((budget - $(el))); }
-log() { echo "== [$(el) s] $*" | tee -a "$out/console.txt"; }
+log() { echo "== [$(el) s] $*" | tee -a "$O/console.txt"; }
+pack() { [ -n "${OUT:-}" ] && tar -C /tmp -czf "$OUT/o.tgz" o; }
 export CMAKE_PREFIX_PATH=$R/.deps/prefix/usr
-{ nvidia-smi; nproc; uname -r; git -C "$R" rev-parse HEAD 2>/dev/null; } > "$out/machine.txt" 2>&1
-head -n 12 "$out/machine.txt"
+{ nvidia-smi; nproc; cat "$R/${UKB_PREBUILT:-.}/commit.txt" 2>/dev/null; lscpu | grep -E "Model name|Flags" | cut -c1-400; uname -r; git -C "$R" rev-parse HEAD 2>/dev/null
+  command -v nvcc g++ c++ cmake ninja; } > "$O/machine.txt" 2>&1
+head -n 12 "$O/machine.txt"
 
-export UKB_CMAKE_ARGS="-DUKB_ENABLE_CUDA=ON -DUKB_BENCH_GPU_STUDY=ON -DUKB_BUILD_EXAMPLES=OFF -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF"
-build() {  # build TARGET...: .deps/build.sh into /tmp/b; false (and the log kept) on failure
-  if ! bash .deps/build.sh "$@" >> "$out/console.txt" 2>&1; then
-    log "build of $* failed"
-    cp /tmp/b.log "$out/build.log" 2>/dev/null
-    tail -n 30 "$out/console.txt"
-    return 1
+if [ -n "${UKB_PREBUILT:-}" ]; then
+  B=$R/$UKB_PREBUILT
+  cache_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$B/CMakeCache.txt")
+  cache_bin=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$B/CMakeCache.txt")
+  if [ "$(cd "$cache_src" 2>/dev/null && pwd -P)" != "$(pwd -P)" ]; then
+    if [ -e "$cache_src" ]; then
+      mount --bind "$R" "$cache_src" || log "cannot put this tree at $cache_src: the tests that read it will fail"
+    else
+      mkdir -p "$(dirname "$cache_src")" && ln -s "$R" "$cache_src"
+    fi
   fi
-}
-log "build (/tmp/b, CUDA, UKB_BENCH_GPU_STUDY): what gpu.sh and the GPU tests need"
-build ukb_cli ukb_bench_workloads ukb_flops ukb_team_probe ukb_tests ukb_engine_tests || exit 1
+  [ -e "$cache_bin" ] || ln -s "$B" "$cache_bin"
+  [ -e /usr/include/eigen3 ] || ln -s "$R/.deps/prefix/usr/include/eigen3" /usr/include/eigen3
+  # The CUDA runtime's directory as the building machine had it (lib there,
+  # lib64 only on the GPU machines of 2026-11-26).
+  cudalib=$(grep -o '"-L[^"]*"' "$B/share/ukb/toolchain.json" 2>/dev/null | head -n 1 | sed 's/^"-L//; s/"$//')
+  if [ -n "$cudalib" ] && [ ! -e "$cudalib" ] && [ -d "${cudalib}64" ]; then ln -s "${cudalib}64" "$cudalib"; fi
+  [ -x "$B/bin/ukb" ] || { log "UKB_PREBUILT: no $B/bin/ukb"; pack; exit 1; }
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64  # the probe's cuBLAS, cuSOLVER
+  log "prebuilt binaries in $B (built in $cache_bin from $cache_src)"
+  build() { return 0; }
+else
+  B=/tmp/b
+  export UKB_CMAKE_ARGS="-DUKB_ENABLE_CUDA=ON -DUKB_BENCH_GPU_STUDY=ON -DUKB_BUILD_EXAMPLES=OFF -DUKB_BUILD_BASELINE=OFF -DUKB_PYTHON=OFF -DUKB_ENABLE_MPI=OFF"
+  build() {  # build TARGET...: .deps/build.sh into /tmp/b; false (and the log kept) on failure
+    if ! bash .deps/build.sh "$@" >> "$O/console.txt" 2>&1; then
+      log "build of $* failed"
+      cp /tmp/b.log "$O/build.log" 2>/dev/null
+      tail -n 30 "$O/console.txt"
+      return 1
+    fi
+  }
+  log "build (/tmp/b, CUDA, UKB_BENCH_GPU_STUDY): what gpu.sh and the GPU tests need"
+  build ukb_cli ukb_bench_workloads ukb_flops ukb_team_probe ukb_tests ukb_engine_tests || { pack; exit 1; }
+fi
 
 log "GPU tests (Engine.Cuda*, Cuda.*)"
 {
-  timeout 150 /tmp/b/bin/ukb_engine_tests --gtest_filter='Engine.Cuda*'
-  timeout 90 /tmp/b/bin/ukb_tests --gtest_filter='Cuda.*'
-} > "$out/gpu_tests.log" 2>&1
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |GPU vs CPU" "$out/gpu_tests.log" | tee -a "$out/console.txt"
+  timeout 150 "$B/bin/ukb_engine_tests" --gtest_filter='Engine.Cuda*'
+  timeout 90 "$B/bin/ukb_tests" --gtest_filter='Cuda.*'
+} > "$O/gpu_tests.log" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |GPU vs CPU" "$O/gpu_tests.log" | tee -a "$O/console.txt"
+pack
 
 if [ "$(left)" -gt 300 ]; then
   log "bench/gpu.sh"
-  timeout $(($(left) - 60)) bench/gpu.sh --build /tmp/b --out "$out/gpu" >> "$out/console.txt" 2>&1
+  nb=()
+  [ -n "${UKB_PREBUILT:-}" ] && nb=(--no-build)
+  timeout $(($(left) - 90)) bench/gpu.sh --build "$B" --out "$O/gpu" "${nb[@]}" >> "$O/console.txt" 2>&1
   log "bench/gpu.sh: rc $?"
-  find "$out/gpu" -name 'results.*' -size +1M -delete 2>/dev/null
-  cat "$out/gpu/table.md" 2>/dev/null
+  if [ ! -s "$O/gpu/table.md" ] && [ -f "$O/gpu/flops.json" ]; then  # cut short: the table of what it got
+    { python3 bench/gpu_table.py "$O/gpu"; echo; cat "$O/gpu/team_probe.md" 2>/dev/null; } > "$O/gpu/table.md" 2>&1
+  fi
+  find "$O/gpu" -name 'results.*' -size +1M -delete 2>/dev/null
+  cat "$O/gpu/table.md" 2>/dev/null
 else
   log "bench/gpu.sh skipped: $(left) s left"
 fi
+pack
+
+if [ "$(left)" -gt 80 ]; then
+  log "cross-checks: ukb run --backend cuda --crosscheck"
+  X=/tmp/xc
+  mkdir -p "$X" "$O/xc"
+  sed -e 's/^samples = .*/samples = 20000/' examples/ring_friction.toml > "$X/ring.toml"
+  xc() {  # name config other samples
+    local t; t=$(date +%s%N)
+    timeout 100 "$B/bin/ukb" run "$2" --backend cuda --crosscheck "$3" --crosscheck-samples "$4" --out "$X/$1" --quiet > "$X/$1.log" 2>&1
+    local rc=$?
+    echo "$1 (cuda vs $3, $4 samples): rc $rc, $((($(date +%s%N) - t) / 1000000)) ms: $(tail -n 2 "$X/$1.log" | tr '\n' ' ')" | tee -a "$O/console.txt"
+    cp "$X/$1/crosscheck.json" "$O/xc/$1.json" 2>/dev/null
+    cp "$X/$1.log" "$O/xc/$1.log"
+  }
+  xc ring_cpu "$X/ring.toml" cpu 2000
+  xc ring_ref "$X/ring.toml" reference 256
+  xc adaptive examples/ring_adaptive.toml cpu 512
+  xc incline examples/incline_sweep.toml cpu 512
+  xc sleigh examples/sleigh_heading.toml cpu 512
+  [ -f .deps/chain.toml ] && xc chain .deps/chain.toml cpu 512   # planar_chain_6 with projection
+  xc hoop examples/models/rotating_hoop.toml cpu 256
+else
+  log "cross-checks skipped: $(left) s left"
+fi
+pack
 
 if [ "$(left)" -gt 150 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$(left)" -gt 60 ]; then
   log "ctest (no Mpi, no Python: not in this build)"
-  (cd /tmp/b && timeout $(($(left) - 20)) ctest -j"$(nproc)" --output-on-failure -E "^(Mpi|Python)\." > "$out/ctest.log" 2>&1)
+  (cd "$B" && timeout $(($(left) - 20)) ctest -j"$(nproc)" --output-on-failure -E "^(Mpi|Python)\." > "$O/ctest.log" 2>&1)
   log "ctest: rc $?"
-  grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$out/ctest.log" | head -n 30 | tee -a "$out/console.txt"
+  grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$O/ctest.log" | head -n 30 | tee -a "$O/console.txt"
 else
   log "ctest skipped: $(left) s left, or its build failed"
 fi
+if [ "$(left)" -gt 70 ] && command -v ncu >/dev/null; then
+  log "ncu: the first integration kernel of W1 and W2 in double at N = 10^5"
+  for w in "W1/bead_on_ring/double/cuda/threads:0/N:100000/" "W2/planar_chain_6/double/cuda/threads:0/N:100000/"; do
+    f=$O/ncu_$(echo "$w" | cut -d/ -f1,3 | tr / _).txt
+    timeout 30 ncu -k regex:body_kernel -c 1 --section LaunchStats --section Occupancy --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis "$B/bin/ukb_bench_workloads" --benchmark_filter="^$w" --benchmark_min_time=0.01 > "$f" 2>&1
+    log "ncu $w: rc $?"
+  done
+fi
 log "done"
+pack

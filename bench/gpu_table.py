@@ -3,7 +3,8 @@
 
     python3 bench/gpu_table.py DIR
 
-DIR holds workloads.json (ukb_bench_workloads, cuda rows), flops.json
+DIR holds workloads*.json (ukb_bench_workloads, cuda rows; the rows of a
+run that was stopped part-way are read up to its last whole row), flops.json
 (ukb_flops --json), device.txt (nvidia-smi's name first) and, where run,
 ring-cuda/ and ring-cpu/ (`ukb run` of the scaled ring demo). The share of
 the peak is flops per RK4 step x system-steps/s over the device's vector
@@ -12,8 +13,10 @@ the device's name (the boost-clock figures of NVIDIA's data sheets, without
 tensor cores), else left out.
 """
 import csv
+import glob
 import json
 import os
+import re
 import sys
 
 from report import fmt as rate, ratio  # bench/report.py, beside this script
@@ -34,6 +37,29 @@ def peak(device):
     return None
 
 
+def benchmarks(path):
+    """The whole rows of a Google Benchmark JSON file, also of one whose run
+    was killed before the file was closed (a time limit on a GPU machine)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)["benchmarks"]
+    except (json.JSONDecodeError, KeyError):
+        pass
+    start = text.find('"benchmarks": [')
+    if start < 0:
+        return []
+    dec, pos, rows = json.JSONDecoder(), start + len('"benchmarks": ['), []
+    sep = re.compile(r"\s*,?\s*")
+    while True:
+        pos = sep.match(text, pos).end()
+        try:
+            row, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return rows
+        rows.append(row)
+
+
 def main(d):
     with open(os.path.join(d, "device.txt")) as f:
         lines = f.read().splitlines()
@@ -42,8 +68,8 @@ def main(d):
     with open(os.path.join(d, "flops.json")) as f:
         flops = {r["workload"]: r["flops_per_step"] for r in json.load(f)}
     rows, skipped = {}, set()
-    with open(os.path.join(d, "workloads.json")) as f:
-        for b in json.load(f)["benchmarks"]:
+    for path in sorted(glob.glob(os.path.join(d, "workloads*.json"))):
+        for b in benchmarks(path):
             parts = b["run_name"].split("/")
             key = (parts[0], parts[1], parts[2], int(parts[5].split(":")[1]))
             if b.get("error_occurred"):

@@ -493,28 +493,39 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {  // the library rows then say why
     std::fprintf(stderr, "ukb_team_probe: no library route: %s\n", e.what());
   }
-  std::vector<Row> rows;
-  probe<double, 6>(100000 / scale, rows);
-  probe<float, 6>(100000 / scale, rows);
-  probe<double, 12>(100000 / scale, rows);
-  probe<float, 12>(100000 / scale, rows);
-  probe<double, 24>(20000 / scale, rows);
-  probe<float, 24>(20000 / scale, rows);
-  probe<double, 48>(10000 / scale, rows);
-  probe<float, 48>(10000 / scale, rows);
-
+  // Each row is printed as soon as it is measured, so a run stopped by a
+  // time limit still leaves the rows it got.
   std::printf("Device: %s. The Gram route's linear algebra per system (chol(M), B = A L^-T, G = B B^T, chol(G)):\n\n",
               prop.name);
   std::printf("| workload | scalar | N | route | systems/s | vs thread | systems per block | max rel diff | same bits | note |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
+  std::vector<Row> rows;
   int measured = 0;
-  for (const Row& r : rows) {
-    measured += r.systems_per_s > 0;
-    const std::string per_block = r.teams_per_block > 0 ? std::to_string(r.teams_per_block) : "-";
-    std::printf("| %s %s | %s | %d | %s | %.3g | %.2fx | %s | %.1e | %s | %s |\n", r.workload.c_str(), r.model.c_str(),
-                r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s, r.speedup, per_block.c_str(),
-                r.max_rel_diff, r.bitwise ? "yes" : "no", r.note.c_str());
-  }
+  auto print_new = [&](std::size_t from) {
+    for (std::size_t k = from; k < rows.size(); ++k) {
+      const Row& r = rows[k];
+      measured += r.systems_per_s > 0;
+      const std::string per_block = r.teams_per_block > 0 ? std::to_string(r.teams_per_block) : "-";
+      std::printf("| %s %s | %s | %d | %s | %.3g | %.2fx | %s | %.1e | %s | %s |\n", r.workload.c_str(),
+                  r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(), r.systems_per_s, r.speedup,
+                  per_block.c_str(), r.max_rel_diff, r.bitwise ? "yes" : "no", r.note.c_str());
+    }
+    std::fflush(stdout);
+  };
+  auto run = [&](auto probe_one, int systems) {
+    const std::size_t from = rows.size();
+    probe_one(systems / scale, rows);
+    print_new(from);
+  };
+  run(probe<double, 6>, 100000);
+  run(probe<float, 6>, 100000);
+  run(probe<double, 12>, 100000);
+  run(probe<float, 12>, 100000);
+  run(probe<double, 24>, 20000);
+  run(probe<float, 24>, 20000);
+  run(probe<double, 48>, 10000);
+  run(probe<float, 48>, 10000);
   if (json) {
     FILE* f = std::fopen(json, "w");
     if (!f) {
