@@ -1,8 +1,12 @@
 #!/bin/bash
 # One call of a lent GPU machine (the `device` tool: at most 600 s a call,
 # 15 minutes of device time a session), in the order of what it is worth:
-# the GPU tests, bench/gpu.sh, cross-checks of `ukb run --backend cuda`
-# against cpu and reference, the whole ctest. Run from the project root, with
+# the GPU tests, bench/gpu.sh, an A/B of ukb_bench_workloads' variants
+# where there are any, cross-checks of `ukb run --backend cuda` against cpu
+# and reference, the whole ctest, two Nsight Compute profiles. On the H100
+# of 2026-11-26 the GPU tests took 5 s, the cross-checks 63 s (57 of them
+# nvcc compiling a model file), the ctest 82 s; gpu.sh was then cut short
+# at 460 s (since shortened; not timed since). Run from the project root, with
 # .deps/ made by ../shared/gpu/prepare.sh carried along:
 #
 #   . .deps/env.sh && bash bench/device_check.sh
@@ -20,10 +24,13 @@
 #     cmake --build .gpub -j2
 #   then copy it without its objects (bench/device_check.sh --stage .gpub
 #   .gpur: about 110 MB with UKB_BENCH_GPU_STUDY, most of it the binaries'
-#   sm_90 code), pack it under the device tool's 64 MiB (xz: 31 MB) and
+#   sm_90 code), pack it under the device tool's 64 MiB (xz: 31 MB, 41 MB
+#   with two variants below; .deps is 14 MB, the tree 3 MB) and
 #   carry the pack and .deps:
 #     mkdir -p .gpup && tar -cJf .gpup/gpur.txz .gpur    (.gpup ignored by git too)
 #     tar -xJf .gpup/gpur.txz && . .deps/env.sh && UKB_PREBUILT=.gpur bash bench/device_check.sh
+#   Variants of ukb_bench_workloads for an A/B (other flags) go into
+#   .gpur/bin as ukb_bench_workloads.NAME before packing (stage below).
 #   The build's absolute paths (ctest's files, the toolchain record of the
 #   model-file plugins) are made to hold there by links: its source
 #   directory to this tree, the build directory to DIR, and Eigen's headers
@@ -31,8 +38,9 @@
 #
 # Everything lands in /tmp/o, packed into $OUT/o.tgz after every stage (the
 # device tool brings back at most 8 files): machine.txt, gpu_tests.log,
-# gpu/ (bench/gpu.sh: table.md, workloads.json, team_probe.*, the demo's
-# run.json files), xc/ (cross-checks), ctest.log, console.txt.
+# gpu/ (bench/gpu.sh: table.md, workloads*.json, team_probe.*, the demo's
+# run.json files), ab/ (the A/B), xc/ (cross-checks), ctest.log, ncu_*.txt,
+# console.txt.
 # UKB_CHECK_BUDGET (default 560) is the seconds the whole call may take; a
 # step that would not fit is skipped and says so.
 set -u
@@ -44,7 +52,9 @@ if [ "${1:-}" = --stage ]; then
   (cd "$2" && find . \( -name '*.o' -o -name '*.a' -o -name '.ninja_*' -o -name '*.ptx' -o -name '*.fatbin*' -o -name '*.cubin' \) -prune \
      -o -type f -print0 | xargs -0 cp --parents -t "$dst")
   cp "$2/libukb.a" "$3/" 2>/dev/null   # model-file plugins link it
-  git -C "$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$2/CMakeCache.txt")" log -1 --format='built from %H %s' > "$3/commit.txt" 2>/dev/null
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$2/CMakeCache.txt")
+  git -C "$src" log -1 --format='staged at %H %s' > "$3/commit.txt" 2>/dev/null
+  git -C "$src" diff --quiet HEAD 2>/dev/null || echo "(with uncommitted changes in the tree)" >> "$3/commit.txt"
   find "$3/bin" -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null
   du -sh "$3"
   exit 0
@@ -120,6 +130,41 @@ if [ "$(left)" -gt 300 ]; then
   cat "$O/gpu/table.md" 2>/dev/null
 else
   log "bench/gpu.sh skipped: $(left) s left"
+fi
+pack
+
+# Variants of the workload benchmark built with other flags (DIR/bin/
+# ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
+# with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 and W4 at N = 10^6 and
+# W2 at 10^5, alternating with the default binary, two rounds.
+variants=$(ls "$B"/bin/ukb_bench_workloads.* 2>/dev/null)
+if [ -n "$variants" ] && [ "$(left)" -gt 150 ]; then
+  log "A/B: ukb_bench_workloads against $(echo "$variants" | xargs -n 1 basename | tr '\n' ' ')"
+  mkdir -p "$O/ab"
+  for round in 1 2; do
+    for v in "$B/bin/ukb_bench_workloads" $variants; do
+      timeout 60 "$v" --benchmark_filter='^(W[14]/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
+        --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json \
+        > "$O/ab/$(basename "$v").$round.json" 2> /dev/null
+    done
+  done
+  python3 - "$O/ab" <<'PY' | tee "$O/ab/table.md" | tee -a "$O/console.txt"
+import glob, json, os, sys
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    binary, rnd = os.path.basename(f).rsplit(".", 2)[:2]
+    try:
+        bms = json.load(open(f))["benchmarks"]
+    except Exception:
+        continue
+    for b in bms:
+        if b.get("aggregate_name") == "median":
+            rows.setdefault(b["run_name"], {}).setdefault(binary, {})[rnd] = b["items_per_second"]
+print("| row | binary | round 1 | round 2 |\n|---|---|---|---|")
+for name, per in rows.items():
+    for binary, r in sorted(per.items()):
+        print(f"| {name} | {binary} | {r.get('1', 0):.4g} | {r.get('2', 0):.4g} |")
+PY
 fi
 pack
 
