@@ -1,9 +1,9 @@
 #!/bin/bash
 # One call of a lent GPU machine (the `device` tool: at most 600 s a call,
 # 15 minutes of device time a session), in the order of what it is worth:
-# the GPU tests, bench/gpu.sh, an A/B of ukb_bench_workloads' variants
-# where there are any, cross-checks of `ukb run --backend cuda` against cpu
-# and reference, the whole ctest, two Nsight Compute profiles. On the H100
+# the GPU tests, bench/gpu.sh, cross-checks of `ukb run --backend cuda`
+# against cpu and reference, the whole ctest, an A/B of ukb_bench_workloads'
+# variants where there are any, two Nsight Compute profiles. On the H100
 # of 2026-11-26 the GPU tests took 5 s, the cross-checks 63 s (57 of them
 # nvcc compiling a model file), the ctest 82 s; gpu.sh was then cut short
 # at 460 s (since shortened; not timed since). Run from the project root, with
@@ -133,41 +133,6 @@ else
 fi
 pack
 
-# Variants of the workload benchmark built with other flags (DIR/bin/
-# ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
-# with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 and W4 at N = 10^6 and
-# W2 at 10^5, alternating with the default binary, two rounds.
-variants=$(ls "$B"/bin/ukb_bench_workloads.* 2>/dev/null)
-if [ -n "$variants" ] && [ "$(left)" -gt 150 ]; then
-  log "A/B: ukb_bench_workloads against $(echo "$variants" | xargs -n 1 basename | tr '\n' ' ')"
-  mkdir -p "$O/ab"
-  for round in 1 2; do
-    for v in "$B/bin/ukb_bench_workloads" $variants; do
-      timeout 60 "$v" --benchmark_filter='^(W[14]/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
-        --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json \
-        > "$O/ab/$(basename "$v").$round.json" 2> /dev/null
-    done
-  done
-  python3 - "$O/ab" <<'PY' | tee "$O/ab/table.md" | tee -a "$O/console.txt"
-import glob, json, os, sys
-rows = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    binary, rnd = os.path.basename(f).rsplit(".", 2)[:2]
-    try:
-        bms = json.load(open(f))["benchmarks"]
-    except Exception:
-        continue
-    for b in bms:
-        if b.get("aggregate_name") == "median":
-            rows.setdefault(b["run_name"], {}).setdefault(binary, {})[rnd] = b["items_per_second"]
-print("| row | binary | round 1 | round 2 |\n|---|---|---|---|")
-for name, per in rows.items():
-    for binary, r in sorted(per.items()):
-        print(f"| {name} | {binary} | {r.get('1', 0):.4g} | {r.get('2', 0):.4g} |")
-PY
-fi
-pack
-
 if [ "$(left)" -gt 80 ]; then
   log "cross-checks: ukb run --backend cuda --crosscheck"
   X=/tmp/xc
@@ -193,7 +158,7 @@ else
 fi
 pack
 
-if [ "$(left)" -gt 150 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$(left)" -gt 60 ]; then
+if [ "$(left)" -gt 110 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$(left)" -gt 60 ]; then
   log "ctest (no Mpi, no Python: not in this build)"
   (cd "$B" && timeout $(($(left) - 20)) ctest -j"$(nproc)" --output-on-failure -E "^(Mpi|Python)\." > "$O/ctest.log" 2>&1)
   log "ctest: rc $?"
@@ -201,6 +166,44 @@ if [ "$(left)" -gt 150 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$
 else
   log "ctest skipped: $(left) s left, or its build failed"
 fi
+pack
+
+# Variants of the workload benchmark built with other flags (DIR/bin/
+# ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
+# with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 (double, float) and W4
+# (double) at N = 10^6 and W2 (double) at 10^5, alternating with the default
+# binary, two rounds.
+variants=$(ls "$B"/bin/ukb_bench_workloads.* 2>/dev/null)
+if [ -n "$variants" ] && [ "$(left)" -gt 90 ]; then
+  log "A/B: ukb_bench_workloads against $(echo "$variants" | xargs -n 1 basename | tr '\n' ' ')"
+  mkdir -p "$O/ab"
+  for round in 1 2; do
+    for v in "$B/bin/ukb_bench_workloads" $variants; do
+      timeout 60 "$v" --benchmark_filter='^(W1/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W4/[a-z_]+/double/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
+        --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json \
+        > "$O/ab/$(basename "$v").$round.json" 2> /dev/null
+    done
+  done
+  python3 - "$O/ab" <<'PY' | tee "$O/ab/table.md" | tee -a "$O/console.txt"
+import glob, json, os, sys
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    binary, rnd = os.path.basename(f).rsplit(".", 2)[:2]
+    try:
+        bms = json.load(open(f))["benchmarks"]
+    except Exception:
+        continue
+    for b in bms:
+        if b.get("aggregate_name") == "median":
+            rows.setdefault(b["run_name"], {}).setdefault(binary, {})[rnd] = b["items_per_second"]
+print("| row | binary | round 1 | round 2 |\n|---|---|---|---|")
+for name, per in rows.items():
+    for binary, r in sorted(per.items()):
+        print(f"| {name} | {binary} | {r.get('1', 0):.4g} | {r.get('2', 0):.4g} |")
+PY
+fi
+pack
+
 if [ "$(left)" -gt 70 ] && command -v ncu >/dev/null; then
   log "ncu: the first integration kernel of W1 and W2 in double at N = 10^5"
   for w in "W1/bead_on_ring/double/cuda/threads:0/N:100000/" "W2/planar_chain_6/double/cuda/threads:0/N:100000/"; do
