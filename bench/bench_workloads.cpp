@@ -51,7 +51,7 @@ using namespace ukb;
 // chain_12 144). On the GPU about 2e9 of the ring, scaled by n^3 / 8 (ring
 // 1, chain_6 216, chain_12 1728, chain_24 13 824, chain_48 110 592): one
 // thread per system runs the chains at rates that fall faster than their
-// flops grow (an H100, 2026-11-26: 39.7 M, 3.09 M and 0.30 M system-steps/s
+// flops grow (an H100, 2026-11-26: 39.1 M, 3.09 M and 0.30 M system-steps/s
 // for 6, 12 and 24 links at N = 10^5), and with n^2 / 4 one iteration of
 // the 24-link chain at N = 10^4 took 30 s. At least 100 steps per call on the
 // GPU to amortise the copies, 2 for the chains beyond 12 links, whose step

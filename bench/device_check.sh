@@ -67,7 +67,7 @@ rm -rf "$O" && mkdir -p "$O"
 el() { echo $(($(date +%s) - T0)); }
 left() { echo $((budget - $(el))); }
 log() { echo "== [$(el) s] $*" | tee -a "$O/console.txt"; }
-pack() { [ -n "${OUT:-}" ] && tar -C /tmp -czf "$OUT/o.tgz" o; }
+pack() { [ -n "${OUT:-}" ] && find "$O" -type f -size +2M -delete && tar -C /tmp -czf "$OUT/o.tgz" o; }  # big files (a 10^6-row table or checkpoint) would stop all coming back
 export CMAKE_PREFIX_PATH=$R/.deps/prefix/usr
 { nvidia-smi; nproc; cat "$R/${UKB_PREBUILT:-.}/commit.txt" 2>/dev/null; lscpu | grep -E "Model name|Flags" | cut -c1-400; uname -r; git -C "$R" rev-parse HEAD 2>/dev/null
   command -v nvcc g++ c++ cmake ninja; } > "$O/machine.txt" 2>&1

@@ -38,7 +38,7 @@
 # The steps go from what issue 22's targets are measured on to the studies,
 # so a run cut short by a time limit keeps the first ones: each writes its
 # own files, and gpu_table.py reads the rows of a benchmark file that was
-# not closed. On one H100 (2026-11-26) steps 2 and 5 took 7.5 minutes
+# not closed. On one H100 (2026-11-26) steps 2 and 5 took more than 7.5 minutes
 # before the benchmark's steps per iteration were scaled by n^3 on the GPU
 # (one iteration of W5 at N = 10^4 took 30 s); not timed since.
 # --no-build runs DIR's binaries as they are (built on another machine, e.g.
@@ -114,7 +114,7 @@ bench() {  # bench FILTER FILE: ukb_bench_workloads' cuda rows, 3 repetitions, t
       --benchmark_format=json --benchmark_out="$2" --benchmark_out_format=json >/dev/null
 }
 bench "^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:(10000|100000))/" \
-      "$out/workloads.json"
+      "$out/workloads.json" || echo "bench/gpu.sh: the W1-W4 benchmark failed (exit $?)" >&2
 
 samples=1000000
 [ "$quick" = 1 ] && samples=100000
@@ -143,7 +143,7 @@ fi
 
 stamp "the longer chains W5 and W6 on the GPU"
 bench "^(W5/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($long)|W6/[a-z_0-9]+/(double|float)/cuda/threads:0/N:10000)/" \
-      "$out/workloads_long.json"
+      "$out/workloads_long.json" || echo "bench/gpu.sh: the W5/W6 benchmark failed (exit $?)" >&2
 
 stamp "table"
 { python3 bench/gpu_table.py "$out"; echo; cat "$out/team_probe.md"; } | tee "$out/table.md"
