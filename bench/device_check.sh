@@ -185,15 +185,13 @@ if [ -n "$variants" ] && [ "$(left)" -gt 90 ]; then
     done
   done
   python3 - "$O/ab" <<'PY' | tee "$O/ab/table.md" | tee -a "$O/console.txt"
-import glob, json, os, sys
+import glob, os, sys
+sys.path.insert(0, "bench")
+from gpu_table import benchmarks  # also the whole rows of a file a timeout cut
 rows = {}
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     binary, rnd = os.path.basename(f).rsplit(".", 2)[:2]
-    try:
-        bms = json.load(open(f))["benchmarks"]
-    except Exception:
-        continue
-    for b in bms:
+    for b in benchmarks(f):
         if b.get("aggregate_name") == "median":
             rows.setdefault(b["run_name"], {}).setdefault(binary, {})[rnd] = b["items_per_second"]
 print("| row | binary | round 1 | round 2 |\n|---|---|---|---|")
