@@ -8,6 +8,7 @@
 
 #include "support.hpp"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/stabilize.hpp"
 #include "ukb/kernels/team.hpp"
 #include "ukb/kernels/uk.hpp"
 #include "ukb/models/planar_chain.hpp"
@@ -406,6 +407,161 @@ TEST(Kernels, LongChainsAgreeWithTheReferenceOnTheirOwnGramRoute) {
   check_long_chain<double, 48>(82, 1e-12);
   check_long_chain<float, 24>(83, 1e-4);
   check_long_chain<float, 48>(84, 1e-4);
+}
+
+// --- Diagonal mass matrices (MassFactor; a model's mass_diagonal): the
+// diagonal factor against the dense one of the same matrix, which is the
+// truth here: its extra terms are products with exact zeros.
+
+// D (N, the diagonal) through MassFactor<N, T, true> and diag(D) through
+// the dense MassFactor: the same result, factor and products (up to the
+// sign of a zero, which == does not see).
+template <int N>
+void check_diagonal_factor(const double* D, const VectorXd& x, const MatrixXd& X, const char* what) {
+  kernels::MassFactor<N, double, true> dg;
+  kernels::MassFactor<N, double, false> dn;
+  for (int i = 0; i < N; ++i) {
+    dg.L[i] = D[i];
+    for (int j = 0; j < N; ++j) dn.L[i * N + j] = i == j ? D[i] : 0.0;
+  }
+  EXPECT_EQ(bool(dg.finite()), bool(dn.finite())) << what;
+  const int info = dn.factor(kernels::mass_pivot_rtol<N, double>());
+  ASSERT_EQ(dg.factor(kernels::mass_pivot_rtol<N, double>()), info) << what;
+  if (info != 0) return;
+  for (int i = 0; i < N; ++i) {
+    EXPECT_EQ(dg.L[i], dn.L[i * N + i]) << what << ", L_" << i;
+    EXPECT_EQ(dg.rd[i], dn.rd[i]) << what << ", 1 / L_" << i;
+  }
+  double a[N], b[N], c[N], d[N], ya[N], yb[N];
+  for (int i = 0; i < N; ++i) a[i] = b[i] = c[i] = d[i] = x(i);
+  dg.solve(a), dn.solve(b), dg.solve_transpose(c), dn.solve_transpose(d);
+  dg.mul(x.data(), ya), dn.mul(x.data(), yb);
+  for (int i = 0; i < N; ++i) {
+    EXPECT_EQ(a[i], b[i]) << what << ", L^-1 x at " << i;
+    EXPECT_EQ(c[i], d[i]) << what << ", L^-T x at " << i;
+    EXPECT_EQ(ya[i], yb[i]) << what << ", L x at " << i;
+  }
+  constexpr int R = 3;
+  double Xa[R * N], Xb[R * N];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < N; ++i) Xa[r * N + i] = Xb[r * N + i] = X(r, i);
+  dg.template solve_rows<R>(Xa), dn.template solve_rows<R>(Xb);
+  for (int k = 0; k < R * N; ++k) EXPECT_EQ(Xa[k], Xb[k]) << what << ", X L^-T at " << k;
+}
+
+TEST(Kernels, DiagonalMassFactorIsTheDenseFactorOfTheSameMatrix) {
+  Rng rng(91);
+  constexpr int N = 7;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (int trial = 0; trial < 200; ++trial) {
+    double D[N];
+    // Masses over 24 decades; zeros, signs and scales of x mixed.
+    for (int i = 0; i < N; ++i) D[i] = std::pow(10.0, rng.uniform(-12, 12));
+    VectorXd x = rng.vector(N, -1, 1) * std::pow(10.0, rng.uniform(-6, 6));
+    if (trial % 3 == 0) x(trial % N) = 0.0;
+    check_diagonal_factor<N>(D, x, rng.matrix(3, N), "positive");
+  }
+  // A failing pivot at each position, of each kind: the same index.
+  const VectorXd x = VectorXd::Ones(N);
+  for (const double bad : {0.0, -0.0, -1.0, nan, inf, -inf})
+    for (int k = 0; k < N; ++k) {
+      double D[N];
+      for (int i = 0; i < N; ++i) D[i] = i == k ? bad : 2.0;
+      check_diagonal_factor<N>(D, x, MatrixXd::Ones(3, N), "a bad pivot");
+    }
+}
+
+// The model as it is, with its mass_diagonal hidden: the kernels then factor
+// all of `mass`.
+template <class Mo>
+struct DenseMass : Mo {
+  template <class... A>
+  static void mass_diagonal(A...) = delete;
+};
+
+// One evaluation of a model and of its DenseMass: the same status and
+// outputs (up to the sign of a zero).
+template <class Mo>
+void expect_same_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, typename Mo::Scalar t,
+                       const typename Mo::Params& p, const Baumgarte<typename Mo::Scalar>& bg, const std::string& what) {
+  using T = typename Mo::Scalar;
+  static_assert(HasDiagonalMass<Mo> && !HasDiagonalMass<DenseMass<Mo>>);
+  kernels::Accel<Mo> a;
+  kernels::Accel<DenseMass<Mo>> b;
+  const Status sa = kernels::uk_accel<Mo>(q, qd, t, p, policy::default_rank_rtol<T>(), a, bg);
+  const Status sb = kernels::uk_accel<DenseMass<Mo>>(q, qd, t, p, policy::default_rank_rtol<T>(), b, bg);
+  ASSERT_EQ(sa, sb) << what;
+  if (sa != Status::ok) return;
+  EXPECT_EQ(a.rank, b.rank) << what;
+  EXPECT_EQ(a.inconsistent, b.inconsistent) << what;
+  EXPECT_EQ(a.marginal, b.marginal) << what;
+  for (int i = 0; i < Mo::n; ++i) {
+    EXPECT_EQ(a.qdd[i], b.qdd[i]) << what << ", q''_" << i;
+    EXPECT_EQ(a.Qc_ideal[i], b.Qc_ideal[i]) << what << ", Qc_ideal_" << i;
+    EXPECT_EQ(a.Qc_nonideal[i], b.Qc_nonideal[i]) << what << ", Qc_nonideal_" << i;
+  }
+  for (int i = 0; i < Mo::m; ++i) EXPECT_EQ(a.lambda[i], b.lambda[i]) << what << ", lambda_" << i;
+}
+
+// Every built-in model that gives M's diagonal: uk_accel and the
+// projection's mass-weighted correction as with the dense factor, at
+// consistent states and off them, with Baumgarte stabilisation, and where M
+// cannot be factored (a mass of 0, -1, NaN).
+TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
+  Rng rng(92);
+  int models = 0;
+  for_each_model([&]<class Mo>() {
+    if constexpr (HasDiagonalMass<Mo>) {
+      ++models;
+      constexpr int n = Mo::n, m = Mo::m;
+      for (int trial = 0; trial < 40; ++trial) {
+        Sample<Mo> s = Gen<Mo>::consistent(rng);
+        if (trial % 2) s = off_manifold(rng, s);
+        const std::string what = std::string(Mo::name) + ", trial " + std::to_string(trial);
+        expect_same_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, {}, what);
+        if constexpr (HasConstraintRows<Mo>)
+          expect_same_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, {true, 3.0, 4.0, 5.0}, what + ", Baumgarte");
+        // The mass-weighted correction of a random residual, J = A.
+        double J[m * n], Jd[m * n], b[m], e[m], dx[n], dxd[n];
+        Mo::constraints(s.q.data(), s.qd.data(), s.t, s.p, J, b);
+        for (int k = 0; k < m * n; ++k) Jd[k] = J[k];
+        for (int i = 0; i < m; ++i) e[i] = rng.uniform(-1e-3, 1e-3);
+        const double rtol = policy::default_rank_rtol<double>();
+        const Status ca = kernels::mass_weighted_correction<Mo>(s.q.data(), s.t, s.p, J, e, rtol, dx);
+        const Status cb = kernels::mass_weighted_correction<DenseMass<Mo>>(s.q.data(), s.t, s.p, Jd, e, rtol, dxd);
+        ASSERT_EQ(ca, cb) << what;
+        for (int k = 0; k < n; ++k) EXPECT_EQ(dx[k], dxd[k]) << what << ", dx_" << k;
+      }
+      // A mass that cannot be factored: the same failure, from either.
+      for (const double mass : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+        Sample<Mo> s = Gen<Mo>::consistent(rng);
+        int set = 0;
+        Mo::visit_params(s.p, [&](const char* name, double& v, const char*) {
+          if (std::string(name) == "m") v = mass, ++set;
+        });
+        ASSERT_EQ(set, 1) << Mo::name << " has a parameter m";
+        kernels::Accel<Mo> a;
+        const Status st = kernels::uk_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, 1e-10, a);
+        EXPECT_EQ(st, std::isnan(mass) ? Status::failed_nonfinite : Status::failed_mass_matrix) << Mo::name << ", m = " << mass;
+        expect_same_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, {}, std::string(Mo::name) + ", m = " + std::to_string(mass));
+      }
+    }
+  });
+  EXPECT_GE(models, 7) << "the built-in models with a diagonal M give it";
+}
+
+// In float too, through the mixed-precision Gram route of the chains.
+TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelvesInFloat) {
+  Rng rng(93);
+  using Md = models::PlanarChain<double, 6>;
+  using Mf = models::PlanarChain<float, 6>;
+  for (int trial = 0; trial < 40; ++trial) {
+    const Sample<Md> s = trial % 2 ? off_manifold(rng, Gen<Md>::consistent(rng)) : Gen<Md>::consistent(rng);
+    float q[Mf::n], qd[Mf::n];
+    for (int i = 0; i < Mf::n; ++i) q[i] = float(s.q(i)), qd[i] = float(s.qd(i));
+    const Mf::Params p{float(s.p.m), float(s.p.l), float(s.p.g), float(s.p.c)};
+    expect_same_accel<Mf>(q, qd, float(s.t), p, {}, "planar_chain_6 in float, trial " + std::to_string(trial));
+  }
 }
 
 // The names of a chain of any length, generated at compile time.

@@ -273,6 +273,27 @@ TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {
   EXPECT_FALSE(fs::exists(cache) && !fs::is_empty(cache)) << "nothing written";
 }
 
+TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
+  if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
+  // mass gives diag(m, 2 m), mass_diagonal (m, m): the cpu backend would
+  // integrate another system than the reference. Refused at the first
+  // sample's initial state, before any work, on every backend.
+  const fs::path dir = fresh_dir("diagonal_mismatch");
+  const fs::path model = kBad / "diagonal_mismatch.hpp";
+  write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
+                              "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
+  for (const std::string be : {"cpu", "reference"}) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(dir / "run.toml") + " --backend " + be + " --out " +
+                                                         sh(dir / be) + " --quiet");
+    EXPECT_EQ(r.code, 2) << be << ": " << r.err;
+    EXPECT_NE(r.err.find(model.string() + ": model 'slider': mass and mass_diagonal disagree at the initial state of "
+                                           "sample 0: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
+              std::string::npos)
+        << be << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
+  }
+}
+
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
   // The README's smallest complete header is the tested example.
   EXPECT_NE(slurp(kSource / "README.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);

@@ -41,6 +41,12 @@ struct RotatingHoop {
     M[0] = M[4] = M[8] = p.m;
   }
 
+  // Optional (speed): M is diagonal, so the cpu and cuda backends may factor
+  // its diagonal alone; `mass` stays, for the reference backend.
+  UKB_HD static void mass_diagonal(const T* /*q*/, T /*t*/, const Params& p, T* d) {
+    d[0] = d[1] = d[2] = p.m;
+  }
+
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
     Q[0] = T(0);
     Q[1] = T(0);

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <span>
@@ -173,6 +175,31 @@ ModelInfo describe() {
   info.has_rebind = requires {
     requires std::same_as<typename Mo::template rebind<typename Mo::Scalar>, Mo>;
   };
+  info.has_diagonal_mass = HasDiagonalMass<Mo>;
+  if constexpr (HasDiagonalMass<Mo>) {
+    info.mass_diagonal_mismatch = [](std::span<const double> values, const double* q, double t) -> std::string {
+      const typename Mo::Params p = params_from<Mo>(values);
+      double M[n * n], d[n];
+      Mo::mass(q, t, p, M);
+      Mo::mass_diagonal(q, t, p, d);
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+          const double want = i == j ? d[i] : 0.0;
+          // Equal values (a zero of either sign included), or NaN in both
+          // (the kernels then fail the system as the reference does).
+          if (M[i * n + j] == want || (i == j && std::isnan(want) && std::isnan(M[i * n + j]))) continue;
+          char text[160];
+          if (i == j)
+            std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g, mass_diagonal gives d[%d] = %.17g", i, j,
+                          M[i * n + j], i, want);
+          else
+            std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g off the diagonal, which mass_diagonal "
+                          "declares zero", i, j, M[i * n + j]);
+          return text;
+        }
+      return {};
+    };
+  }
   info.evaluate = &detail::evaluate_one<Mo>;
   info.terms = [](std::span<const double> values, const double* q, const double* qd, double t) {
     const typename Mo::Params p = params_from<Mo>(values);

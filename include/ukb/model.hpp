@@ -36,6 +36,7 @@
 /// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
 /// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass`, `force`, `constraints`, `nonideal` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double (and in float where the model also declares `static constexpr bool rebind_float = true`, its non-integer literals written `ukb::lit<T>(x)`), instead of lane by lane. Give it only where those functions are branch-free on values: choices through `ukb::pick(cond, a, b)` (per lane; both computed) instead of `if`, `?:` or `std::max` on state or parameters (`ukb::all_lanes(cond)` may skip work no lane needs), sines and cosines through `ukb::math::sin`/`cos` (lane by lane on a pack: transcendental functions of a pack and of a scalar may differ in the last bit), other arithmetic + - * / and `sqrt` only, so that a lane rounds as a scalar (`Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
+/// | `mass_diagonal(q, t, p, d)` | speed: the model's M is diagonal at every state and `d` (n) is its diagonal, the same values `mass` puts there (`mass` stays required: the reference backend, energies and `ukb accel` use it). The cpu and cuda backends then factor M = L L^T as L = diag(sqrt(d)), in O(n) instead of O(n^3), and apply L^{-1} and L^{-T} in O(n) instead of O(n^2): the same results as the dense factor of the same M (whose extra terms are exact zeros), up to the sign of a zero. `ukb run` refuses a model whose `mass` and `mass_diagonal` disagree at a sample's initial state |
 ///
 /// **Pure functions.** The CPU backend steps 8 (16) systems in lockstep and
 /// may call `mass`, `force`, `constraints`, `nonideal` and `event` for a
@@ -228,6 +229,17 @@ UKB_HD constexpr bool row_is_holonomic(int i) {
   constexpr std::array<RowKind, static_cast<std::size_t>(Mo::m)> kinds = Mo::row_kinds;
   return kinds[static_cast<std::size_t>(i)] == RowKind::holonomic;
 }
+
+/// The model's mass matrix is diagonal and the model gives its diagonal
+/// (`mass_diagonal`, see the table in this file's documentation).
+template <class Mo>
+concept HasDiagonalMass = requires(const typename Mo::Scalar* x, typename Mo::Scalar t, const typename Mo::Params& p,
+                                   typename Mo::Scalar* d) { Mo::mass_diagonal(x, t, p, d); };
+
+/// How many values a model's mass function writes for the kernels: the
+/// diagonal (n) where the model gives it (HasDiagonalMass), else M (n x n).
+template <class Mo>
+inline constexpr int mass_entries = HasDiagonalMass<Mo> ? Mo::n : Mo::n * Mo::n;
 
 /// The model has a potential energy (`potential`).
 template <class Mo>

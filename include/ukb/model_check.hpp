@@ -52,6 +52,7 @@ UKB_DETAIL_MEMBER_PROBE_(initial_state)
 UKB_DETAIL_MEMBER_PROBE_(natural_state)
 UKB_DETAIL_MEMBER_PROBE_(event)
 UKB_DETAIL_MEMBER_PROBE_(on_event)
+UKB_DETAIL_MEMBER_PROBE_(mass_diagonal)
 #undef UKB_DETAIL_MEMBER_PROBE_
 
 /// Checks a model against the concept (model.hpp) one requirement at a
@@ -129,6 +130,9 @@ constexpr bool check_model() {
         requires std::same_as<std::remove_cvref_t<decltype(Mo::initial_docs)>,
                               std::array<const char*, Mo::initial_names.size()>>;
       }, "ukb model: `initial_docs` must be `static constexpr std::array<const char*, K>`, one per initial_names");
+    if constexpr (has_member_mass_diagonal<Mo>)
+      static_assert(HasDiagonalMass<Mo>, "ukb model: `mass_diagonal` must be `UKB_HD static void mass_diagonal(const "
+                                         "T* q, T t, const Params& p, T* d)` (d: the n diagonal entries of M)");
     if constexpr (has_member_event<Mo> || has_member_on_event<Mo>)
       static_assert(HasEvents<Mo>, "ukb model: events need both `UKB_HD static T event(const T* q, const T* qd, T t, "
                                    "const Params& p)` and `UKB_HD static ukb::EventAction on_event(T* q, T* qd, T t, "
@@ -149,6 +153,7 @@ UKB_HD void touch_model() {
     typename Mo::Params p{};
     Mo::visit_params(p, [](const char*, T& field, const char*) { field = T(0); });
     Mo::mass(q, t, p, M);
+    if constexpr (HasDiagonalMass<Mo>) Mo::mass_diagonal(q, t, p, M);
     Mo::force(q, qd, t, p, Q);
     Mo::constraints(q, qd, t, p, A, b);
     Mo::nonideal(q, qd, t, p, Q, lambda, C);

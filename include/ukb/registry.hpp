@@ -120,6 +120,7 @@ struct ModelInfo {
   bool has_residual = false;   ///< constraint residuals are monitored
   bool has_rows = false;       ///< the constraint rows are stated: stabilisation works
   bool has_rebind = false;     ///< `rebind` declared: the cpu backend computes SIMD packs of systems
+  bool has_diagonal_mass = false;  ///< `mass_diagonal` declared: the cpu and cuda backends factor M's diagonal alone
 
   /// One system evaluated on a backend (ukb::evaluate on a batch of one;
   /// throws BackendUnavailable).
@@ -127,6 +128,11 @@ struct ModelInfo {
                          double t, double rank_rtol) = nullptr;
   /// The model's M, Q, A and b at one state.
   Terms (*terms)(std::span<const double> values, const double* q, const double* qd, double t) = nullptr;
+  /// Where the model gives the diagonal of M (`mass_diagonal`, model.hpp):
+  /// an empty string where `mass` and `mass_diagonal` agree at (q, t) (M
+  /// diagonal, its diagonal the same values), else the first entry that
+  /// differs, in words. nullptr for the other models.
+  std::string (*mass_diagonal_mismatch)(std::span<const double> values, const double* q, double t) = nullptr;
   /// The consistent state of the natural quantities `ic` (initial_names
   /// order); false where none exists. nullptr without initial_names.
   bool (*initial_state)(std::span<const double> values, const double* ic, double* q, double* qd) = nullptr;

@@ -98,17 +98,27 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
     if (!M.initial_state(pv, ic, q, qd))
       throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) + ": no state of '" + M.name +
                         "' satisfies the constraints for " + describe());
-    return;
+  } else {
+    std::copy(ic, ic + M.n, q);
+    std::copy(ic + M.n, ic + 2 * M.n, qd);
+    double pos, vel;
+    M.residual(pv, q, qd, c.t0, pos, vel);
+    if (M.has_residual && !(pos <= c.initial_tol && vel <= c.initial_tol))
+      throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) +
+                        ": the raw initial state violates the constraints of '" + M.name +
+                        "': position residual " + g17(pos) + ", velocity residual " + g17(vel) +
+                        " (expected at most initial.tolerance = " + g17(c.initial_tol) + ") for " + describe());
   }
-  std::copy(ic, ic + M.n, q);
-  std::copy(ic + M.n, ic + 2 * M.n, qd);
-  double pos, vel;
-  M.residual(pv, q, qd, c.t0, pos, vel);
-  if (M.has_residual && !(pos <= c.initial_tol && vel <= c.initial_tol))
-    throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) +
-                      ": the raw initial state violates the constraints of '" + M.name +
-                      "': position residual " + g17(pos) + ", velocity residual " + g17(vel) +
-                      " (expected at most initial.tolerance = " + g17(c.initial_tol) + ") for " + describe());
+  // A model that gives M's diagonal (mass_diagonal) has the cpu and cuda
+  // backends factor that alone; the reference factors all of `mass`. Were
+  // they to differ, the backends would integrate different systems.
+  if (M.mass_diagonal_mismatch) {
+    const std::string why = M.mass_diagonal_mismatch(pv, q, c.t0);
+    if (!why.empty())
+      throw ConfigError((c.model_file.empty() ? c.path : printable(c.model_file)) + ": model '" + M.name +
+                        "': mass and mass_diagonal disagree at the initial state of sample " + std::to_string(i) +
+                        ": " + why + " (mass_diagonal must give the diagonal of a diagonal M)");
+  }
 }
 
 // Sets system k of e to sample ids[k] at its initial state, for every k;

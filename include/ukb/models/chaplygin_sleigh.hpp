@@ -89,6 +89,12 @@ struct ChaplyginSleigh {
     M[4] = p.m;
     M[8] = p.I;
   }
+  /// M = diag(m, m, I): the kernels factor its diagonal alone (model.hpp).
+  UKB_HD static void mass_diagonal(const T* /*q*/, T /*t*/, const Params& p, T* d) {
+    d[0] = p.m;
+    d[1] = p.m;
+    d[2] = p.I;
+  }
 
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T t, const Params& p, T* Q) {
     Q[0] = p.Fx;

@@ -16,6 +16,12 @@ UKB_HD inline void scalar_mass(T mass, T* M) {
     for (int j = 0; j < N; ++j) M[i * N + j] = i == j ? mass : T(0);
 }
 
+/// The diagonal of M = m I (N values; a model's mass_diagonal, model.hpp).
+template <int N, class T>
+UKB_HD inline void scalar_mass_diagonal(T mass, T* d) {
+  for (int i = 0; i < N; ++i) d[i] = mass;
+}
+
 /// The largest |x_i| where it is outside [1e-150, 1e150] ([1e-15, 1e15] in
 /// float: squares of the components would underflow or overflow, as for a
 /// bead of mass 1e-200), else 1:

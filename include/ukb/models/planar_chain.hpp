@@ -115,6 +115,10 @@ struct PlanarChain {
   UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
     detail::scalar_mass<n>(p.m, M);
   }
+  /// M = m I is diagonal: the kernels factor its diagonal alone (model.hpp).
+  UKB_HD static void mass_diagonal(const T* /*q*/, T /*t*/, const Params& p, T* d) {
+    detail::scalar_mass_diagonal<n>(p.m, d);
+  }
 
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
     for (int k = 0; k < K; ++k) {

@@ -89,6 +89,14 @@ struct RollingDisk {
     M[10] = p.Ith;
     M[15] = p.Jph;
   }
+  /// M = diag(m, m, I_theta, J_phi): the kernels factor its diagonal alone
+  /// (model.hpp).
+  UKB_HD static void mass_diagonal(const T* /*q*/, T /*t*/, const Params& p, T* d) {
+    d[0] = p.m;
+    d[1] = p.m;
+    d[2] = p.Ith;
+    d[3] = p.Jph;
+  }
 
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T t, const Params& p, T* Q) {
     Q[0] = T(0);

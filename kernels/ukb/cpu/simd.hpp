@@ -225,6 +225,7 @@ concept PackInputs = (sizeof(typename Mo::Scalar) == 8 || requires { requires Mo
   typename Mo::template rebind<V>;
   requires Model<typename Mo::template rebind<V>>;
   requires std::same_as<typename Mo::template rebind<typename Mo::Scalar>, Mo>;
+  requires HasDiagonalMass<typename Mo::template rebind<V>> == HasDiagonalMass<Mo>;  // the same layout of M
 };
 
 /// Models whose event function also runs on a pack V: those with PackInputs
@@ -297,18 +298,19 @@ struct ModelLanes<Mo, cpu::stdx::simd<typename Mo::Scalar, Abi>> {
       ModelLanes<R>::inputs(q, qd, t, p.packed, bgv, M, Q, A, b);
       return;
     }
-    alignas(cpu::stdx::memory_alignment_v<V>) T bM[n * n * W], bQ[n * W], bA[m * n * W], bb[m * W];
+    constexpr int nM = mass_entries<Mo>;  // M, or its diagonal (kernels::mass_of)
+    alignas(cpu::stdx::memory_alignment_v<V>) T bM[nM * W], bQ[n * W], bA[m * n * W], bb[m * W];
     for (int l = 0; l < W; ++l) {
-      T ql[n], vl[n], Ml[n * n], Ql[n], Al[m * n], b_l[m];
+      T ql[n], vl[n], Ml[nM], Ql[n], Al[m * n], b_l[m];
       lane<n>(q, l, ql);
       lane<n>(qd, l, vl);
       ModelLanes<Mo>::inputs(ql, vl, t[l], p.each[std::size_t(l)], bg, Ml, Ql, Al, b_l);
-      put<n * n>(Ml, l, bM);
+      put<nM>(Ml, l, bM);
       put<n>(Ql, l, bQ);
       put<m * n>(Al, l, bA);
       put<m>(b_l, l, bb);
     }
-    load<n * n>(bM, M);
+    load<nM>(bM, M);
     load<n>(bQ, Q);
     load<m * n>(bA, A);
     load<m>(bb, b);

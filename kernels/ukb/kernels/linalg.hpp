@@ -132,6 +132,84 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
   }
 }
 
+/// The factor L of a mass matrix M = L L^T (N x N) and the products with
+/// it that the Udwadia–Kalaba solve takes, for one system or the systems in
+/// a pack's lanes. Dense (`Diagonal` false): `L` holds M (row-major) and
+/// then the Cholesky factor, with cholesky, solve_lower and its kin. For a
+/// diagonal M (`Diagonal` true, a model with HasDiagonalMass): `L` holds the
+/// diagonal of M and then sqrt(M_jj), and every operation is the dense
+/// one's with its terms of the zero entries left out, which for finite
+/// values changes nothing but the sign of a zero result (x - 0 * y = x,
+/// 0 + x = x): the same factor, the same failed pivot, the same solves, in
+/// O(N) instead of O(N^3) and O(N^2).
+template <int N, class T, bool Diagonal>
+struct MassFactor {
+  static constexpr int entries = Diagonal ? N : N * N;  ///< values of M the mass function writes
+  T L[entries];  ///< M as given (all of it, or its diagonal), then L
+  T rd[N];       ///< 1 / L_jj after factor()
+
+  /// Whether every entry of M is finite (per lane).
+  UKB_HD MaskOf<T> finite() const { return all_finite<entries>(L); }
+
+  /// M = L L^T in place: 0 on success, else k + 1 for the first pivot k
+  /// that fails (cholesky's rule and result).
+  UKB_HD typename Lanes<T>::Int factor(typename Lanes<T>::Scalar rel_pivot) {
+    if constexpr (Diagonal) {
+      using Lane = Lanes<T>;
+      using std::sqrt;
+      typename Lane::Int info{};
+      MaskOf<T> ok(true);
+      for (int j = 0; j < N; ++j) {
+        const T d = L[j];
+        const MaskOf<T> bad = !(d > T(rel_pivot) * d) || !is_finite(d);
+        Lane::first(info, bad, j + 1);
+        ok = ok && !bad;
+        if (!Lane::any(ok)) return info;
+        const T ljj = sqrt(d), r = T(1) / ljj;
+        L[j] = ljj;
+        rd[j] = r;
+      }
+      return info;
+    } else {
+      return cholesky<N>(L, rd, rel_pivot);
+    }
+  }
+  /// x <- L^{-1} x.
+  UKB_HD void solve(T* x) const {
+    if constexpr (Diagonal) {
+      for (int i = 0; i < N; ++i) x[i] = x[i] * rd[i];
+    } else {
+      solve_lower<N>(L, rd, x);
+    }
+  }
+  /// x <- L^{-T} x.
+  UKB_HD void solve_transpose(T* x) const {
+    if constexpr (Diagonal) {
+      for (int i = N - 1; i >= 0; --i) x[i] = x[i] * rd[i];
+    } else {
+      solve_lower_transpose<N>(L, rd, x);
+    }
+  }
+  /// X <- X L^{-T} for the R rows of X (R x N, row-major).
+  template <int R>
+  UKB_HD void solve_rows(T* X) const {
+    if constexpr (Diagonal) {
+      for (int i = 0; i < N; ++i)
+        for (int r = 0; r < R; ++r) X[r * N + i] = X[r * N + i] * rd[i];
+    } else {
+      solve_lower_rows<N, R>(L, rd, X);
+    }
+  }
+  /// y <- L x.
+  UKB_HD void mul(const T* x, T* y) const {
+    if constexpr (Diagonal) {
+      for (int i = 0; i < N; ++i) y[i] = L[i] * x[i];
+    } else {
+      mul_lower<N>(L, x, y);
+    }
+  }
+};
+
 /// Pseudo-inverse of a wide matrix B (Rows x Cols, here M x N) for the Udwadia–Kalaba
 /// solve, with B^+ y and (B B^T)^+ y applied to vectors. Two routes:
 ///

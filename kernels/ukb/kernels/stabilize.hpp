@@ -34,16 +34,15 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
                                        typename Mo::Scalar* dx) {
   using T = typename Mo::Scalar;
   constexpr int n = Mo::n, m = Mo::m;
-  T L[n * n], rd[n];
-  Mo::mass(q, t, p, L);
-  if (!all_finite<n * n>(L) || !all_finite<m * n>(J) || !all_finite<m>(e))
-    return Status::failed_nonfinite;
-  if (cholesky<n>(L, rd, mass_pivot_rtol<n, T>()) != 0) return Status::failed_mass_matrix;
-  solve_lower_rows<n, m>(L, rd, J);  // J <- J L^{-T}
+  MassFactorOf<Mo> L;
+  mass_of<Mo>(q, t, p, L.L);
+  if (!L.finite() || !all_finite<m * n>(J) || !all_finite<m>(e)) return Status::failed_nonfinite;
+  if (L.factor(mass_pivot_rtol<n, T>()) != 0) return Status::failed_mass_matrix;
+  L.template solve_rows<m>(J);  // J <- J L^{-T}
   PseudoInverse<m, n, T> pinv;
   pinv.factor(J, rank_rtol);
   pinv.apply(e, dx);
-  solve_lower_transpose<n>(L, rd, dx);
+  L.solve_transpose(dx);
   for (int k = 0; k < n; ++k) dx[k] = -dx[k];
   return all_finite<n>(dx) ? Status::ok : Status::failed_nonfinite;
 }

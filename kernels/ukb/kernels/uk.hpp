@@ -37,6 +37,23 @@ UKB_HD inline void baumgarte_rhs(const typename Mo::Scalar* q, const typename Mo
   }
 }
 
+/// The model's M as the kernels factor it (MassFactor): its diagonal (n)
+/// where the model gives it (HasDiagonalMass), else all of it (n x n).
+template <Model Mo>
+UKB_HD UKB_INLINE void mass_of(const typename Mo::Scalar* q, typename Mo::Scalar t, const typename Mo::Params& p,
+                               typename Mo::Scalar* M) {
+  if constexpr (HasDiagonalMass<Mo>) {
+    Mo::mass_diagonal(q, t, p, M);
+  } else {
+    Mo::mass(q, t, p, M);
+  }
+}
+
+/// The factor of a model's M on V (MassFactor: diagonal where the model
+/// gives the diagonal).
+template <Model Mo, class V = typename Mo::Scalar>
+using MassFactorOf = MassFactor<Mo::n, V, HasDiagonalMass<Mo>>;
+
 /// What one evaluation of a model gives (fixed sizes, lives in registers);
 /// V is the model's scalar or a pack of lanes (lanes.hpp).
 template <Model Mo, class V = typename Mo::Scalar>
@@ -61,10 +78,11 @@ struct ModelLanes {
   using T = typename Mo::Scalar;
   using Params = typename Mo::Params;  ///< one system's parameters
 
-  /// M (n x n), Q (n), A (m x n) and b (m, Baumgarte-corrected when bg is on).
+  /// M (mass_entries<Mo>: its diagonal where the model gives it, else n x
+  /// n), Q (n), A (m x n) and b (m, Baumgarte-corrected when bg is on).
   UKB_HD static void inputs(const T* q, const T* qd, T t, const Params& p, const Baumgarte<T>& bg,
                             T* M, T* Q, T* A, T* b) {
-    Mo::mass(q, t, p, M);
+    mass_of<Mo>(q, t, p, M);
     Mo::force(q, qd, t, p, Q);
     Mo::constraints(q, qd, t, p, A, b);
     baumgarte_rhs<Mo>(q, qd, t, p, bg, b);
@@ -107,18 +125,18 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   using Mask = MaskOf<V>;
   constexpr int n = Mo::n, m = Mo::m;
   typename Lane::LaneStatus st{};
-  V Lm[n * n], rd[n], a[n], A[m * n], b[m];
-  ModelLanes<Mo, V>::inputs(q, qd, t, p, bg, Lm, a, A, b);
-  const Mask finite_in =
-      all_finite<n * n>(Lm) && all_finite<n>(a) && all_finite<m * n>(A) && all_finite<m>(b);
+  MassFactorOf<Mo, V> Lm;
+  V a[n], A[m * n], b[m];
+  ModelLanes<Mo, V>::inputs(q, qd, t, p, bg, Lm.L, a, A, b);
+  const Mask finite_in = Lm.finite() && all_finite<n>(a) && all_finite<m * n>(A) && all_finite<m>(b);
   Lane::fail(st, !finite_in, Status::failed_nonfinite);
   if (!Lane::any(Lane::ok(st))) return st;
-  Lane::fail(st, !Lane::is_zero(cholesky<n>(Lm, rd, mass_pivot_rtol<n, T>())), Status::failed_mass_matrix);
+  Lane::fail(st, !Lane::is_zero(Lm.factor(mass_pivot_rtol<n, T>())), Status::failed_mass_matrix);
   if (!Lane::any(Lane::ok(st))) return st;
 
   // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
-  solve_lower<n>(Lm, rd, a);
-  solve_lower_transpose<n>(Lm, rd, a);
+  Lm.solve(a);
+  Lm.solve_transpose(a);
   using std::abs;
   V r[m], r_scale = V(T(0));  // r_scale: max_i (|b_i| + sum_k |A_ik a_k|)
   for (int i = 0; i < m; ++i) {
@@ -131,7 +149,7 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
     r_scale = Lane::select(sa > r_scale, sa, r_scale);
   }
   V* B = A;  // A is not needed any more
-  solve_lower_rows<n, m>(Lm, rd, B);
+  Lm.template solve_rows<m>(B);
   PseudoInverse<m, n, V> pinv;
   pinv.factor(B, V(rank_rtol));
   out.rank = pinv.rank;
@@ -149,7 +167,7 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
     worst = Lane::select(abs(s) > worst, abs(s), worst);
   }
   out.inconsistent = r_scale > V(T(0)) && worst > V(policy::consistency_rtol<T>()) * r_scale;
-  mul_lower<n>(Lm, z, out.Qc_ideal);
+  Lm.mul(z, out.Qc_ideal);
   pinv.apply_gram(r, out.lambda);
 
   // Non-ideal part: with w = B^+ B c^ (the part of c^ the constraints
@@ -159,7 +177,7 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   ModelLanes<Mo, V>::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, Lane::ok(st), u);  // u = C
   Lane::fail(st, !all_finite<n>(u), Status::failed_nonfinite);
   if (!Lane::any(Lane::ok(st))) return st;
-  solve_lower<n>(Lm, rd, u);  // u = c^
+  Lm.solve(u);  // u = c^
   V y[m], w[n];
   for (int i = 0; i < m; ++i) {
     V s = V(T(0));
@@ -171,8 +189,8 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
     w[k] = u[k] - w[k];  // (I - B^+ B) c^
     u[k] = w[k] + z[k];  // c^ + z - B^+ B c^
   }
-  mul_lower<n>(Lm, w, out.Qc_nonideal);
-  solve_lower_transpose<n>(Lm, rd, u);
+  Lm.mul(w, out.Qc_nonideal);
+  Lm.solve_transpose(u);
   for (int k = 0; k < n; ++k) out.qdd[k] = a[k] + u[k];
   const Mask finite = all_finite<n>(out.qdd) && all_finite<n>(out.Qc_ideal) &&
                       all_finite<n>(out.Qc_nonideal) && all_finite<m>(out.lambda);
