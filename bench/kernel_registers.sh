@@ -1,6 +1,7 @@
 #!/bin/bash
-# Registers and stack of the CUDA integration kernels of bead_on_ring and
-# redundant_pendulum (W1, W4) in double, at any commit, without a GPU:
+# Registers and stack of the CUDA integration kernels of bead_on_ring,
+# redundant_pendulum, planar_chain_6 and planar_chain_12 (W1, W4, W2, W3) in
+# double, at any commit, without a GPU:
 #
 #   bench/kernel_registers.sh [COMMIT...]      (default HEAD)
 #
@@ -36,7 +37,9 @@ for line in open(sys.argv[2]):
         stack = re.findall(r"(\d+) bytes", line)
     m = re.search(r"Used (\d+) registers", line)
     if entry and m:
-        model = "W1 bead_on_ring" if "BeadOnRingIdE" in entry else "W4 redundant_pendulum" if "RedundantPendulumIdE" in entry else None
+        names = {"BeadOnRingIdE": "W1 bead_on_ring", "RedundantPendulumIdE": "W4 redundant_pendulum",
+                 "PlanarChainIdLi6EE": "W2 planar_chain_6", "PlanarChainIdLi12EE": "W3 planar_chain_12"}
+        model = next((v for k, v in names.items() if k in entry), None)
         if model and "IntegrateBody" in entry:
             method = "Dormand-Prince" if "Adaptive" in entry else "RK4" if "FixedStep" in entry else "the one integration kernel"
             print(f"  {model:22s} {method:24s} {m.group(1):>4} / {stack[0] if stack else '?':>5} / {stack[1] if stack else '?':>5}")

@@ -521,6 +521,7 @@ PYBIND11_MODULE(_core, m) {
         h["residual"] = M.has_residual;
         h["constraint_rows"] = M.has_rows;
         h["rebind"] = M.has_rebind;
+        h["mass_diagonal"] = M.has_diagonal_mass;
         h["initial_state"] = M.initial_state != nullptr;
         return h;
       }, "which optional hooks the model has (README, \"Adding a model\")")

@@ -211,7 +211,9 @@ std::vector<Hook> hooks_of(const ModelInfo& m) {
           {"initial_state", "initial_names + initial_state + natural_state: natural initial quantities",
            !m.initial_names.empty()},
           {"events", "event + on_event: events (stick-slip)", m.has_events},
-          {"rebind", "rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind}};
+          {"rebind", "rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind},
+          {"mass_diagonal", "mass_diagonal: the cpu and cuda backends factor M's diagonal alone (else all of M)",
+           m.has_diagonal_mass}};
 }
 
 int cmd_models(bool as_json, const std::string& file, const std::string& backend) {

@@ -42,6 +42,8 @@ def test_models_list_every_builtin_with_coordinates_parameters_and_hooks():
     mu = [p for p in ring.params if p["name"] == "mu"][0]
     assert mu["default"] == 0.2 and mu["range"] == ">= 0"
     assert ring.hooks["events"] and ring.hooks["potential"]
+    # M = m I: the kernels factor its diagonal; the arm's M is not diagonal.
+    assert ring.hooks["mass_diagonal"] and not ukb.model("two_link_arm").hooks["mass_diagonal"]
     assert [p["name"] for p in ring.initial] == ["theta", "omega"]
 
 
