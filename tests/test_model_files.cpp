@@ -292,6 +292,12 @@ TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
         << be << ": " << r.err;
     EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
   }
+  // ukb accel, the same.
+  const CliRun r = ukb_with_cache(example_cache(), "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("mass and mass_diagonal disagree at --q: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {

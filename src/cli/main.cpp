@@ -305,6 +305,14 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   if (!(rank_rtol >= 0 && rank_rtol < 1))
     throw UsageError("--rank-rtol: expected a number in [0, 1), got " + ukb::run::g17(rank_rtol));
   const ukb::Backend be = check_backend(backend);
+  // As `ukb run` (driver.cpp): the cpu and cuda backends factor the
+  // diagonal that mass_diagonal gives, the reference all of `mass`.
+  if (model.mass_diagonal_mismatch) {
+    const std::string why = model.mass_diagonal_mismatch(params, q.data(), t);
+    if (!why.empty())
+      throw UsageError("--model: model '" + model.name + "': mass and mass_diagonal disagree at --q: " + why +
+                       " (mass_diagonal must give the diagonal of a diagonal M)");
+  }
 
   const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);
   nlohmann::ordered_json out;
