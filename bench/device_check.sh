@@ -2,8 +2,8 @@
 # One call of a lent GPU machine (the `device` tool: at most 600 s a call,
 # 15 minutes of device time a session), in the order of what it is worth:
 # the GPU tests, bench/gpu.sh, cross-checks of `ukb run --backend cuda`
-# against cpu and reference, the whole ctest, an A/B of ukb_bench_workloads'
-# variants where there are any, two Nsight Compute profiles. On the H100
+# against cpu and reference, an A/B of ukb_bench_workloads' variants where
+# there are any, the whole ctest, two Nsight Compute profiles. On the H100
 # of 2026-11-26 the GPU tests took 5 s, the cross-checks 63 s (57 of them
 # nvcc compiling a model file), the ctest 82 s; gpu.sh was then cut short
 # at 460 s (since shortened; not timed since). Run from the project root, with
@@ -66,6 +66,12 @@ O=/tmp/o
 rm -rf "$O" && mkdir -p "$O"
 el() { echo $(($(date +%s) - T0)); }
 left() { echo $((budget - $(el))); }
+cap() {  # cap SECONDS: SECONDS, or what the budget leaves (less a 10 s margin), at least 1
+  local t=$1 l=$(($(left) - 10))
+  [ "$l" -lt "$t" ] && t=$l
+  [ "$t" -lt 1 ] && t=1
+  echo "$t"
+}
 log() { echo "== [$(el) s] $*" | tee -a "$O/console.txt"; }
 pack() { [ -n "${OUT:-}" ] && find "$O" -type f -size +2M -delete && tar -C /tmp -czf "$OUT/o.tgz" o; }  # big files (a 10^6-row table or checkpoint) would stop all coming back
 export CMAKE_PREFIX_PATH=$R/.deps/prefix/usr
@@ -117,11 +123,16 @@ log "GPU tests (Engine.Cuda*, Cuda.*)"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |GPU vs CPU" "$O/gpu_tests.log" | tee -a "$O/console.txt"
 pack
 
+# The variants of the A/B below (found here: gpu.sh leaves it its time).
+variants=$(ls "$B"/bin/ukb_bench_workloads.* 2>/dev/null)
 if [ "$(left)" -gt 300 ]; then
   log "bench/gpu.sh"
   nb=()
   [ -n "${UKB_PREBUILT:-}" ] && nb=(--no-build)
-  timeout $(($(left) - 90)) bench/gpu.sh --build "$B" --out "$O/gpu" "${nb[@]}" >> "$O/console.txt" 2>&1
+  # What comes after: the cross-checks (about 65 s), the A/B (about 80 s).
+  after=90
+  [ -n "$variants" ] && after=170
+  timeout $(($(left) - after)) bench/gpu.sh --build "$B" --out "$O/gpu" "${nb[@]}" >> "$O/console.txt" 2>&1
   log "bench/gpu.sh: rc $?"
   if [ ! -s "$O/gpu/table.md" ] && [ -f "$O/gpu/flops.json" ]; then  # cut short: the table of what it got
     { python3 bench/gpu_table.py "$O/gpu"; echo; cat "$O/gpu/team_probe.md" 2>/dev/null; } > "$O/gpu/table.md" 2>&1
@@ -140,7 +151,7 @@ if [ "$(left)" -gt 80 ]; then
   sed -e 's/^samples = .*/samples = 20000/' examples/ring_friction.toml > "$X/ring.toml"
   xc() {  # name config other samples
     local t; t=$(date +%s%N)
-    timeout 100 "$B/bin/ukb" run "$2" --backend cuda --crosscheck "$3" --crosscheck-samples "$4" --out "$X/$1" --quiet > "$X/$1.log" 2>&1
+    timeout "$(cap 100)" "$B/bin/ukb" run "$2" --backend cuda --crosscheck "$3" --crosscheck-samples "$4" --out "$X/$1" --quiet > "$X/$1.log" 2>&1
     local rc=$?
     echo "$1 (cuda vs $3, $4 samples): rc $rc, $((($(date +%s%N) - t) / 1000000)) ms: $(tail -n 2 "$X/$1.log" | tr '\n' ' ')" | tee -a "$O/console.txt"
     cp "$X/$1/crosscheck.json" "$O/xc/$1.json" 2>/dev/null
@@ -158,28 +169,18 @@ else
 fi
 pack
 
-if [ "$(left)" -gt 110 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$(left)" -gt 60 ]; then
-  log "ctest (no Mpi, no Python: not in this build)"
-  (cd "$B" && timeout $(($(left) - 20)) ctest -j"$(nproc)" --output-on-failure -E "^(Mpi|Python)\." > "$O/ctest.log" 2>&1)
-  log "ctest: rc $?"
-  grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$O/ctest.log" | head -n 30 | tee -a "$O/console.txt"
-else
-  log "ctest skipped: $(left) s left, or its build failed"
-fi
-pack
 
 # Variants of the workload benchmark built with other flags (DIR/bin/
 # ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
 # with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 (double, float) and W4
 # (double) at N = 10^6 and W2 (double) at 10^5, alternating with the default
 # binary, two rounds.
-variants=$(ls "$B"/bin/ukb_bench_workloads.* 2>/dev/null)
 if [ -n "$variants" ] && [ "$(left)" -gt 90 ]; then
   log "A/B: ukb_bench_workloads against $(echo "$variants" | xargs -n 1 basename | tr '\n' ' ')"
   mkdir -p "$O/ab"
   for round in 1 2; do
     for v in "$B/bin/ukb_bench_workloads" $variants; do
-      timeout 60 "$v" --benchmark_filter='^(W1/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W4/[a-z_]+/double/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
+      timeout "$(cap 60)" "$v" --benchmark_filter='^(W1/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W4/[a-z_]+/double/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
         --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json \
         > "$O/ab/$(basename "$v").$round.json" 2> /dev/null
     done
@@ -202,11 +203,21 @@ PY
 fi
 pack
 
+if [ "$(left)" -gt 110 ] && build ukb_run_tests ukb_cuda_emulation_tests && [ "$(left)" -gt 60 ]; then
+  log "ctest (no Mpi, no Python: not in this build)"
+  (cd "$B" && timeout $(($(left) - 20)) ctest -j"$(nproc)" --output-on-failure -E "^(Mpi|Python)\." > "$O/ctest.log" 2>&1)
+  log "ctest: rc $?"
+  grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$O/ctest.log" | head -n 30 | tee -a "$O/console.txt"
+else
+  log "ctest skipped: $(left) s left, or its build failed"
+fi
+pack
+
 if [ "$(left)" -gt 70 ] && command -v ncu >/dev/null; then
   log "ncu: the first integration kernel of W1 and W2 in double at N = 10^5"
   for w in "W1/bead_on_ring/double/cuda/threads:0/N:100000/" "W2/planar_chain_6/double/cuda/threads:0/N:100000/"; do
     f=$O/ncu_$(echo "$w" | cut -d/ -f1,3 | tr / _).txt
-    timeout 30 ncu -k regex:body_kernel -c 1 --section LaunchStats --section Occupancy --section SpeedOfLight \
+    timeout "$(cap 30)" ncu -k regex:body_kernel --launch-skip 1 -c 1 --section LaunchStats --section Occupancy --section SpeedOfLight \
       --section MemoryWorkloadAnalysis "$B/bin/ukb_bench_workloads" --benchmark_filter="^$w" --benchmark_min_time=0.01 > "$f" 2>&1
     log "ncu $w: rc $?"
   done

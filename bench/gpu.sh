@@ -72,7 +72,10 @@ stamp() { echo "== bench/gpu.sh: $1 ($(( $(date +%s) - start )) s)" >&2; }
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
-command -v nvcc >/dev/null || { echo "bench/gpu.sh: no nvcc (the CUDA toolkit) on PATH or in /usr/local/cuda" >&2; exit 2; }
+# nvcc builds; a carried build (--no-build) runs without it (its version
+# then reads "none" in device.txt).
+[ "$nobuild" = 1 ] || command -v nvcc >/dev/null ||
+  { echo "bench/gpu.sh: no nvcc (the CUDA toolkit) on PATH or in /usr/local/cuda" >&2; exit 2; }
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "bench/gpu.sh: no GPU here (nvidia-smi -L fails): the cuda rows would all be skipped" >&2
   [ "${UKB_GPU_ALLOW_NONE:-0}" = 1 ] || exit 2
@@ -84,7 +87,7 @@ if [ -z "$arch" ]; then
 fi
 mkdir -p "$out"
 { nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv 2>/dev/null || echo "no GPU"
-  nvcc --version | tail -n 1; nproc; date -u; git rev-parse HEAD 2>/dev/null || true; } > "$out/device.txt"
+  { nvcc --version 2>/dev/null || echo "nvcc: none"; } | tail -n 1; nproc; date -u; git rev-parse HEAD 2>/dev/null || true; } > "$out/device.txt"
 
 if [ "$nobuild" = 1 ]; then
   for b in ukb ukb_bench_workloads ukb_flops ukb_team_probe; do

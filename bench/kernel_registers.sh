@@ -50,4 +50,10 @@ PY
 export -f one
 export nvcc
 [ $# -eq 0 ] && set -- HEAD
-printf '%s\n' "$@" | xargs -P 2 -I{} bash -c 'one "$@"' _ {}
+# Two at a time, each into its own file; printed in the order given.
+tmp=$(mktemp -d)
+k=0
+for c in "$@"; do k=$((k + 1)); printf '%s %s\n' "$k" "$c"; done |
+  xargs -P 2 -L 1 bash -c 'one "$2" > "'"$tmp"'/$1.txt"' _
+for i in $(seq 1 $#); do cat "$tmp/$i.txt"; done
+rm -rf "$tmp"
