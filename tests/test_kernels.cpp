@@ -530,7 +530,9 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
         const Status ca = kernels::mass_weighted_correction<Mo>(s.q.data(), s.t, s.p, J, e, rtol, dx);
         const Status cb = kernels::mass_weighted_correction<DenseMass<Mo>>(s.q.data(), s.t, s.p, Jd, e, rtol, dxd);
         ASSERT_EQ(ca, cb) << what;
-        for (int k = 0; k < n; ++k) EXPECT_EQ(dx[k], dxd[k]) << what << ", dx_" << k;
+        if (ca == Status::ok) {
+          for (int k = 0; k < n; ++k) EXPECT_EQ(dx[k], dxd[k]) << what << ", dx_" << k;
+        }
       }
       // A mass that cannot be factored: the same failure, from either.
       for (const double mass : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
@@ -547,7 +549,7 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
       }
     }
   });
-  EXPECT_GE(models, 7) << "the built-in models with a diagonal M give it";
+  EXPECT_EQ(models, 9) << "every built-in model with a diagonal M gives it (all but two_link_arm, rolling_sphere)";
 }
 
 // In float too, through the mixed-precision Gram route of the chains.

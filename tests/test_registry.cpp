@@ -6,6 +6,9 @@
 #include <cmath>
 #include <map>
 
+#include "ukb/backends.hpp"  // SkewRing below: describe<> needs its backends
+#include "ukb/describe.hpp"
+#include "ukb/models/bead_on_ring.hpp"
 #include "ukb/registry.hpp"
 
 namespace ukb {
@@ -136,6 +139,37 @@ TEST(Registry, EvaluateUsesTheGivenParameters) {
     EXPECT_NEAR(along, 3.0 * std::sin(0.9), 1e-14);
     EXPECT_NEAR(std::hypot(r.qdd[0] - along * dir[0], r.qdd[1] - along * dir[1]), 0.0, 1e-14);
   }
+}
+
+// bead_on_ring with an off-diagonal entry in its mass, which inherits the
+// ring's mass_diagonal (the trap of a derived model, README "Adding a
+// model").
+struct SkewRing : models::BeadOnRing<double> {
+  static constexpr const char* name = "skew_ring";
+  static void mass(const double*, double, const Params& p, double* M) {
+    M[0] = M[3] = p.m;
+    M[1] = M[2] = 0.5;
+  }
+};
+
+TEST(Registry, MassDiagonalIsCheckedAgainstMass) {
+  const double q[2] = {0.6, -0.8};
+  const ModelInfo* ring = find_model("bead_on_ring");
+  ASSERT_TRUE(ring && ring->has_diagonal_mass && ring->mass_diagonal_mismatch);
+  std::vector<double> p = ring->defaults();
+  EXPECT_EQ(ring->mass_diagonal_mismatch(p, q, 0.0), "");
+  // NaN on both sides agrees: the kernels then fail the system, as the
+  // reference does.
+  p[std::size_t(ring->param_index("m"))] = std::nan("");
+  EXPECT_EQ(ring->mass_diagonal_mismatch(p, q, 0.0), "");
+  const ModelInfo skew = describe<SkewRing>();
+  ASSERT_TRUE(skew.mass_diagonal_mismatch);
+  EXPECT_EQ(skew.mass_diagonal_mismatch(skew.defaults(), q, 0.0),
+            "mass gives M[0][1] = 0.5 off the diagonal, which mass_diagonal declares zero");
+  const ModelInfo* arm = find_model("two_link_arm");
+  ASSERT_TRUE(arm);
+  EXPECT_FALSE(arm->has_diagonal_mass);
+  EXPECT_EQ(arm->mass_diagonal_mismatch, nullptr);
 }
 
 }  // namespace
