@@ -141,7 +141,9 @@ UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
 /// one's with its terms of the zero entries left out, which for finite
 /// values changes nothing but the sign of a zero result (x - 0 * y = x,
 /// 0 + x = x): the same factor, the same failed pivot, the same solves, in
-/// O(N) instead of O(N^3) and O(N^2).
+/// O(N) instead of O(N^3) and O(N^2). Bit for bit where products are rounded
+/// before they are added (the CPU build's -ffp-contract=off); nvcc's fused
+/// multiply-adds may round the two routes differently.
 template <int N, class T, bool Diagonal>
 struct MassFactor {
   static constexpr int entries = Diagonal ? N : N * N;  ///< values of M the mass function writes
