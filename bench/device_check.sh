@@ -169,7 +169,6 @@ else
 fi
 pack
 
-
 # Variants of the workload benchmark built with other flags (DIR/bin/
 # ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
 # with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 (double, float) and W4

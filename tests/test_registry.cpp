@@ -165,7 +165,8 @@ TEST(Registry, MassDiagonalIsCheckedAgainstMass) {
   const ModelInfo skew = describe<SkewRing>();
   ASSERT_TRUE(skew.mass_diagonal_mismatch);
   EXPECT_EQ(skew.mass_diagonal_mismatch(skew.defaults(), q, 0.0),
-            "mass gives M[0][1] = 0.5 off the diagonal, which mass_diagonal declares zero");
+            "mass gives M[0][1] = 0.5 off the diagonal, which mass_diagonal declares zero (mass_diagonal must give the "
+            "diagonal of a diagonal M)");
   const ModelInfo* arm = find_model("two_link_arm");
   ASSERT_TRUE(arm);
   EXPECT_FALSE(arm->has_diagonal_mass);

@@ -195,7 +195,7 @@ ModelInfo describe() {
           else
             std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g off the diagonal, which mass_diagonal "
                           "declares zero", i, j, M[i * n + j]);
-          return text;
+          return std::string(text) + " (mass_diagonal must give the diagonal of a diagonal M)";
         }
       return {};
     };

@@ -236,11 +236,6 @@ template <class Mo>
 concept HasDiagonalMass = requires(const typename Mo::Scalar* x, typename Mo::Scalar t, const typename Mo::Params& p,
                                    typename Mo::Scalar* d) { Mo::mass_diagonal(x, t, p, d); };
 
-/// How many values a model's mass function writes for the kernels: the
-/// diagonal (n) where the model gives it (HasDiagonalMass), else M (n x n).
-template <class Mo>
-inline constexpr int mass_entries = HasDiagonalMass<Mo> ? Mo::n : Mo::n * Mo::n;
-
 /// The model has a potential energy (`potential`).
 template <class Mo>
 concept HasPotential = requires(const typename Mo::Scalar* x, typename Mo::Scalar t,

@@ -131,7 +131,8 @@ struct ModelInfo {
   /// Where the model gives the diagonal of M (`mass_diagonal`, model.hpp):
   /// an empty string where `mass` and `mass_diagonal` agree at (q, t) (M
   /// diagonal, its diagonal the same values), else the first entry that
-  /// differs, in words. nullptr for the other models.
+  /// differs and what is expected, in words (the message of `ukb run` and
+  /// `ukb accel`). nullptr for the other models.
   std::string (*mass_diagonal_mismatch)(std::span<const double> values, const double* q, double t) = nullptr;
   /// The consistent state of the natural quantities `ic` (initial_names
   /// order); false where none exists. nullptr without initial_names.

@@ -310,8 +310,7 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
   if (model.mass_diagonal_mismatch) {
     const std::string why = model.mass_diagonal_mismatch(params, q.data(), t);
     if (!why.empty())
-      throw UsageError("--model: model '" + model.name + "': mass and mass_diagonal disagree at --q: " + why +
-                       " (mass_diagonal must give the diagonal of a diagonal M)");
+      throw UsageError("--model: model '" + model.name + "': mass and mass_diagonal disagree at --q: " + why);
   }
 
   const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);

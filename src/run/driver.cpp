@@ -117,7 +117,7 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
     if (!why.empty())
       throw ConfigError((c.model_file.empty() ? c.path : printable(c.model_file)) + ": model '" + M.name +
                         "': mass and mass_diagonal disagree at the initial state of sample " + std::to_string(i) +
-                        ": " + why + " (mass_diagonal must give the diagonal of a diagonal M)");
+                        ": " + why);
   }
 }
 

@@ -298,7 +298,7 @@ struct ModelLanes<Mo, cpu::stdx::simd<typename Mo::Scalar, Abi>> {
       ModelLanes<R>::inputs(q, qd, t, p.packed, bgv, M, Q, A, b);
       return;
     }
-    constexpr int nM = mass_entries<Mo>;  // M, or its diagonal (kernels::mass_of)
+    constexpr int nM = MassFactorOf<Mo>::entries;  // M, or its diagonal (mass_of)
     alignas(cpu::stdx::memory_alignment_v<V>) T bM[nM * W], bQ[n * W], bA[m * n * W], bb[m * W];
     for (int l = 0; l < W; ++l) {
       T ql[n], vl[n], Ml[nM], Ql[n], Al[m * n], b_l[m];

@@ -78,8 +78,8 @@ struct ModelLanes {
   using T = typename Mo::Scalar;
   using Params = typename Mo::Params;  ///< one system's parameters
 
-  /// M (mass_entries<Mo>: its diagonal where the model gives it, else n x
-  /// n), Q (n), A (m x n) and b (m, Baumgarte-corrected when bg is on).
+  /// M (MassFactorOf<Mo>::entries: its diagonal where the model gives it,
+  /// else n x n), Q (n), A (m x n) and b (m, Baumgarte-corrected when bg is on).
   UKB_HD static void inputs(const T* q, const T* qd, T t, const Params& p, const Baumgarte<T>& bg,
                             T* M, T* Q, T* A, T* b) {
     mass_of<Mo>(q, t, p, M);
