@@ -125,30 +125,38 @@ struct MicroInput {
   MicroInput() { bench::workload_system<Mo>(1, 0, p, q, qd); }
 };
 
+// The factor of M as uk_accel takes it (MassFactorOf: the diagonal alone
+// where the model gives it).
 template <class Mo>
 void bm_cholesky(benchmark::State& state) {
   using T = typename Mo::Scalar;
   MicroInput<Mo> in;
-  T M0[Mo::n * Mo::n], M[Mo::n * Mo::n];
-  Mo::mass(in.q, T(0), in.p, M0);
+  kernels::MassFactorOf<Mo> M0, M;
+  kernels::mass_of<Mo>(in.q, T(0), in.p, M0.L);
   for (auto _ : state) {
-    std::copy(M0, M0 + Mo::n * Mo::n, M);
-    benchmark::DoNotOptimize(M);
-    benchmark::DoNotOptimize(kernels::cholesky<Mo::n>(M));
+    M = M0;
+    benchmark::DoNotOptimize(M.L);
+    benchmark::DoNotOptimize(M.factor(kernels::mass_pivot_rtol<Mo::n, T>()));
   }
   state.SetItemsProcessed(state.iterations());
 }
 
-// B = A L^{-T} at the workload's first state.
+// B = A L^{-T} at the workload's first state, as uk_accel forms it.
 template <class Mo>
 void constraint_matrix(const MicroInput<Mo>& in, typename Mo::Scalar* B) {
   using T = typename Mo::Scalar;
-  T L[Mo::n * Mo::n], rd[Mo::n], b[Mo::m];
-  Mo::mass(in.q, T(0), in.p, L);
-  kernels::cholesky<Mo::n>(L, rd);
+  kernels::MassFactorOf<Mo> L;
+  T b[Mo::m];
+  kernels::mass_of<Mo>(in.q, T(0), in.p, L.L);
+  L.factor(kernels::mass_pivot_rtol<Mo::n, T>());
   Mo::constraints(in.q, in.qd, T(0), in.p, B, b);
-  for (int i = 0; i < Mo::m; ++i) kernels::solve_lower<Mo::n>(L, rd, B + i * Mo::n);
+  L.template solve_rows<Mo::m, kernels::ConstraintColumnsOf<Mo>>(B);
 }
+
+// The pseudo-inverse as uk_accel takes it (with the model's
+// constraint_columns where it gives them).
+template <class Mo>
+using PinvOf = kernels::PseudoInverse<Mo::m, Mo::n, typename Mo::Scalar, kernels::ConstraintColumnsOf<Mo>>;
 
 template <class Mo>
 void bm_pinv_factor(benchmark::State& state) {
@@ -157,7 +165,7 @@ void bm_pinv_factor(benchmark::State& state) {
   T B[Mo::m * Mo::n];
   constraint_matrix(in, B);
   for (auto _ : state) {
-    kernels::PseudoInverse<Mo::m, Mo::n, T> p;
+    PinvOf<Mo> p;
     benchmark::DoNotOptimize(B);
     p.factor(B, policy::default_rank_rtol<T>());
     benchmark::DoNotOptimize(p.rank);
@@ -172,7 +180,7 @@ void bm_pinv_apply(benchmark::State& state) {
   T B[Mo::m * Mo::n], y[Mo::m], x[Mo::n];
   constraint_matrix(in, B);
   for (int i = 0; i < Mo::m; ++i) y[i] = T(1 + i);
-  kernels::PseudoInverse<Mo::m, Mo::n, T> p;
+  PinvOf<Mo> p;
   p.factor(B, policy::default_rank_rtol<T>());
   for (auto _ : state) {
     benchmark::DoNotOptimize(y);

@@ -522,6 +522,7 @@ PYBIND11_MODULE(_core, m) {
         h["constraint_rows"] = M.has_rows;
         h["rebind"] = M.has_rebind;
         h["mass_diagonal"] = M.has_diagonal_mass;
+        h["constraint_columns"] = M.has_constraint_columns;
         h["initial_state"] = M.initial_state != nullptr;
         return h;
       }, "which optional hooks the model has (README, \"Adding a model\")")

@@ -471,25 +471,28 @@ TEST(Kernels, DiagonalMassFactorIsTheDenseFactorOfTheSameMatrix) {
     }
 }
 
-// The model as it is, with its mass_diagonal hidden: the kernels then factor
-// all of `mass`.
+// The model as it is, with its mass_diagonal (and constraint_columns, which
+// needs it) hidden: the kernels then factor all of `mass` and take every
+// column of A.
 template <class Mo>
 struct DenseMass : Mo {
   template <class... A>
   static void mass_diagonal(A...) = delete;
+  static constexpr int constraint_columns = 0;
 };
 
-// One evaluation of a model and of its DenseMass: the same status and
-// outputs (up to the sign of a zero).
-template <class Mo>
+// One evaluation of a model and of Ref, the same model with a hook hidden
+// (DenseMass; FullRows below): the same status and outputs (up to the
+// sign of a zero).
+template <class Mo, class Ref = DenseMass<Mo>>
 void expect_same_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, typename Mo::Scalar t,
                        const typename Mo::Params& p, const Baumgarte<typename Mo::Scalar>& bg, const std::string& what) {
   using T = typename Mo::Scalar;
-  static_assert(HasDiagonalMass<Mo> && !HasDiagonalMass<DenseMass<Mo>>);
+  static_assert(!HasDiagonalMass<DenseMass<Mo>> && !HasConstraintColumns<DenseMass<Mo>>);
   kernels::Accel<Mo> a;
-  kernels::Accel<DenseMass<Mo>> b;
+  kernels::Accel<Ref> b;
   const Status sa = kernels::uk_accel<Mo>(q, qd, t, p, policy::default_rank_rtol<T>(), a, bg);
-  const Status sb = kernels::uk_accel<DenseMass<Mo>>(q, qd, t, p, policy::default_rank_rtol<T>(), b, bg);
+  const Status sb = kernels::uk_accel<Ref>(q, qd, t, p, policy::default_rank_rtol<T>(), b, bg);
   ASSERT_EQ(sa, sb) << what;
   if (sa != Status::ok) return;
   EXPECT_EQ(a.rank, b.rank) << what;
@@ -503,6 +506,24 @@ void expect_same_accel(const typename Mo::Scalar* q, const typename Mo::Scalar* 
   for (int i = 0; i < Mo::m; ++i) EXPECT_EQ(a.lambda[i], b.lambda[i]) << what << ", lambda_" << i;
 }
 
+// The projection's mass-weighted correction of a random residual, J = A, of
+// a model (in double) and of Ref: the same status and dx.
+template <class Mo, class Ref = DenseMass<Mo>>
+void expect_same_correction(Rng& rng, const Sample<Mo>& s, const std::string& what) {
+  constexpr int n = Mo::n, m = Mo::m;
+  double J[m * n], Jr[m * n], b[m], e[m], dx[n], dxr[n];
+  Mo::constraints(s.q.data(), s.qd.data(), s.t, s.p, J, b);
+  for (int k = 0; k < m * n; ++k) Jr[k] = J[k];
+  for (int i = 0; i < m; ++i) e[i] = rng.uniform(-1e-3, 1e-3);
+  const double rtol = policy::default_rank_rtol<double>();
+  const Status ca = kernels::mass_weighted_correction<Mo>(s.q.data(), s.t, s.p, J, e, rtol, dx);
+  const Status cb = kernels::mass_weighted_correction<Ref>(s.q.data(), s.t, s.p, Jr, e, rtol, dxr);
+  ASSERT_EQ(ca, cb) << what;
+  if (ca == Status::ok) {
+    for (int k = 0; k < n; ++k) EXPECT_EQ(dx[k], dxr[k]) << what << ", dx_" << k;
+  }
+}
+
 // Every built-in model that gives M's diagonal: uk_accel and the
 // projection's mass-weighted correction as with the dense factor, at
 // consistent states and off them, with Baumgarte stabilisation, and where M
@@ -513,7 +534,6 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
   for_each_model([&]<class Mo>() {
     if constexpr (HasDiagonalMass<Mo>) {
       ++models;
-      constexpr int n = Mo::n, m = Mo::m;
       for (int trial = 0; trial < 40; ++trial) {
         Sample<Mo> s = Gen<Mo>::consistent(rng);
         if (trial % 2) s = off_manifold(rng, s);
@@ -521,18 +541,7 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
         expect_same_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, {}, what);
         if constexpr (HasConstraintRows<Mo>)
           expect_same_accel<Mo>(s.q.data(), s.qd.data(), s.t, s.p, {true, 3.0, 4.0, 5.0}, what + ", Baumgarte");
-        // The mass-weighted correction of a random residual, J = A.
-        double J[m * n], Jd[m * n], b[m], e[m], dx[n], dxd[n];
-        Mo::constraints(s.q.data(), s.qd.data(), s.t, s.p, J, b);
-        for (int k = 0; k < m * n; ++k) Jd[k] = J[k];
-        for (int i = 0; i < m; ++i) e[i] = rng.uniform(-1e-3, 1e-3);
-        const double rtol = policy::default_rank_rtol<double>();
-        const Status ca = kernels::mass_weighted_correction<Mo>(s.q.data(), s.t, s.p, J, e, rtol, dx);
-        const Status cb = kernels::mass_weighted_correction<DenseMass<Mo>>(s.q.data(), s.t, s.p, Jd, e, rtol, dxd);
-        ASSERT_EQ(ca, cb) << what;
-        if (ca == Status::ok) {
-          for (int k = 0; k < n; ++k) EXPECT_EQ(dx[k], dxd[k]) << what << ", dx_" << k;
-        }
+        expect_same_correction<Mo>(rng, s, what);
       }
       // A mass that cannot be factored: the same failure, from either.
       for (const double mass : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
@@ -564,6 +573,137 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelvesInFloat) {
     const Mf::Params p{float(s.p.m), float(s.p.l), float(s.p.g), float(s.p.c)};
     expect_same_accel<Mf>(q, qd, float(s.t), p, {}, "planar_chain_6 in float, trial " + std::to_string(trial));
   }
+}
+
+// --- A's zeros (a model's constraint_columns): the products that leave
+// them out against the dense products, the truth here (their extra terms
+// are products with exact zeros).
+
+// PseudoInverse with a support against the dense one, on a B (R x C) whose
+// row i is zero outside Support::row(i): the same route, rank, B^+ y and
+// (B B^T)^+ y (up to the sign of a zero).
+// routes[0..2] count the Jacobi, Gram and mixed-precision Gram routes.
+template <int R, int C, class T, class Support>
+void check_support(const T* B, const T* y, const std::string& what, int* routes) {
+  kernels::PseudoInverse<R, C, T, Support> sp;
+  kernels::PseudoInverse<R, C, T> dn;
+  const T rtol = policy::default_rank_rtol<T>();
+  sp.factor(B, rtol), dn.factor(B, rtol);
+  ASSERT_EQ(bool(sp.gram), bool(dn.gram)) << what;
+  ASSERT_EQ(bool(sp.gram_wide), bool(dn.gram_wide)) << what;
+  ++routes[sp.gram_wide ? 2 : sp.gram ? 1 : 0];
+  EXPECT_EQ(sp.rank, dn.rank) << what;
+  T xs[C], xd[C], gs[R], gd[R];
+  sp.apply(y, xs), dn.apply(y, xd), sp.apply_gram(y, gs), dn.apply_gram(y, gd);
+  for (int k = 0; k < C; ++k) EXPECT_EQ(xs[k], xd[k]) << what << ", B^+ y at " << k;
+  for (int i = 0; i < R; ++i) EXPECT_EQ(gs[i], gd[i]) << what << ", (B B^T)^+ y at " << i;
+}
+
+// Rows of 4 columns, two coordinates apart (a chain's band), and rows of
+// assorted spans (overlapping, nested, disjoint), in double and in float:
+// rows scaled apart (which float takes to its mixed-precision Gram route),
+// and a zero row (the Jacobi route, rank 5).
+struct Band {
+  static constexpr bool sparse = true;
+  static constexpr ColumnRange row(int i) { return {i > 0 ? 2 * i - 2 : 0, 2 * i + 2}; }
+};
+struct Spans {
+  static constexpr bool sparse = true;
+  static constexpr ColumnRange row(int i) {
+    constexpr ColumnRange r[6] = {{0, 3}, {2, 9}, {4, 5}, {0, 12}, {7, 8}, {9, 12}};
+    return r[i];
+  }
+};
+template <class T>
+void check_supports(Rng& rng, int trial, int* routes) {
+  // Row i random within its span, times 10^(+-spread) (the same for all
+  // rows where spread is 0).
+  auto fill = [&]<int R, int C, class S>(T* B, double spread) {
+    const double scale = std::pow(10.0, rng.uniform(-3, 3));
+    for (int i = 0; i < R; ++i) {
+      const ColumnRange c = S::row(i);
+      const double row = scale * std::pow(10.0, rng.uniform(-spread, spread));
+      for (int k = 0; k < C; ++k) B[i * C + k] = k >= c.begin && k < c.end ? T(rng.uniform(-1, 1) * row) : T(0);
+    }
+  };
+  const std::string what = std::string(sizeof(T) == 8 ? "double" : "float") + ", trial " + std::to_string(trial);
+  {
+    T B[6 * 12], y[6];
+    fill.template operator()<6, 12, Band>(B, trial % 2 ? 1.5 : 0.0);
+    for (int i = 0; i < 6; ++i) y[i] = T(rng.uniform(-1, 1));
+    check_support<6, 12, T, Band>(B, y, "band, " + what, routes);
+  }
+  {
+    T B[6 * 12], y[6];
+    fill.template operator()<6, 12, Spans>(B, trial % 2 ? 1.5 : 0.0);
+    if (trial % 3 == 0) B[4 * 12 + 7] = T(0);  // row 4 zero
+    for (int i = 0; i < 6; ++i) y[i] = T(rng.uniform(-1, 1));
+    check_support<6, 12, T, Spans>(B, y, "spans, " + what, routes);
+  }
+}
+
+TEST(Kernels, PseudoInverseWithASupportIsTheDenseOne) {
+  Rng rng(94);
+  int routes_d[3] = {}, routes_f[3] = {};
+  for (int trial = 0; trial < 200; ++trial) {
+    check_supports<double>(rng, trial, routes_d);
+    check_supports<float>(rng, trial, routes_f);
+  }
+  EXPECT_GT(routes_d[0], 20) << "Jacobi in double";
+  EXPECT_GT(routes_d[1], 100) << "Gram in double";
+  EXPECT_GT(routes_f[0], 20) << "Jacobi in float";
+  EXPECT_GT(routes_f[1], 20) << "Gram in float";
+  EXPECT_GT(routes_f[2], 20) << "the mixed-precision Gram route in float";
+}
+
+// The model as it is, with its constraint_columns hidden: the kernels then
+// take every column of A (and still factor M's diagonal).
+template <class Mo>
+struct FullRows : Mo {
+  static constexpr int constraint_columns = 0;
+};
+
+// Every built-in model that gives its rows' columns, and the longer chains
+// of examples/models/long_chains.hpp (PlanarChain<T, 24>, <T, 48>): uk_accel
+// and the projection's correction as with every column, at consistent
+// states and off them, with Baumgarte stabilisation; in float too.
+template <class Mo>
+void check_columns_model(Rng& rng, int trials) {
+  using Md = models::PlanarChain<double, Mo::n / 2>;
+  static_assert(HasConstraintColumns<Mo> && !HasConstraintColumns<FullRows<Mo>> && HasDiagonalMass<FullRows<Mo>>);
+  constexpr int n = Mo::n;
+  for (int trial = 0; trial < trials; ++trial) {
+    Sample<Md> s = Gen<Md>::consistent(rng);
+    if (trial % 2) s = off_manifold(rng, s);
+    const std::string what = std::string(Mo::name) + (sizeof(typename Mo::Scalar) == 8 ? "" : " in float") +
+                             ", trial " + std::to_string(trial);
+    if constexpr (std::is_same_v<typename Mo::Scalar, double>) {
+      expect_same_accel<Mo, FullRows<Mo>>(s.q.data(), s.qd.data(), s.t, s.p, {}, what);
+      expect_same_accel<Mo, FullRows<Mo>>(s.q.data(), s.qd.data(), s.t, s.p, {true, 3.0, 4.0, 5.0}, what + ", Baumgarte");
+      expect_same_correction<Mo, FullRows<Mo>>(rng, s, what);
+    } else {
+      float q[n], qd[n];
+      for (int i = 0; i < n; ++i) q[i] = float(s.q(i)), qd[i] = float(s.qd(i));
+      const typename Mo::Params p{float(s.p.m), float(s.p.l), float(s.p.g), float(s.p.c)};
+      expect_same_accel<Mo, FullRows<Mo>>(q, qd, float(s.t), p, {}, what);
+    }
+  }
+}
+
+TEST(Kernels, ConstraintColumnsModelsEvaluateAsTheirFullRowsSelves) {
+  Rng rng(95);
+  int models = 0;
+  for_each_model([&]<class Mo>() {
+    if constexpr (HasConstraintColumns<Mo>) {
+      ++models;
+      check_columns_model<Mo>(rng, 40);
+      check_columns_model<models::PlanarChain<float, Mo::n / 2>>(rng, 40);
+    }
+  });
+  EXPECT_EQ(models, 3) << "the built-in chains (3, 6 and 12 links) give their rows' columns";
+  check_columns_model<models::PlanarChain<double, 24>>(rng, 10);
+  check_columns_model<models::PlanarChain<double, 48>>(rng, 4);
+  check_columns_model<models::PlanarChain<float, 24>>(rng, 10);
 }
 
 // The names of a chain of any length, generated at compile time.

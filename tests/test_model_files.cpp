@@ -300,6 +300,34 @@ TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
       << r.err;
 }
 
+TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
+  if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
+  // Row 0 of A is (x, 1), declared to lie in column 0 alone: the cpu
+  // backend would drop the term of y. Refused at the first sample's initial
+  // state (x = 0 there: only the undeclared entry is nonzero), before any
+  // work, on every backend.
+  const fs::path dir = fresh_dir("columns_mismatch");
+  const fs::path model = kBad / "columns_mismatch.hpp";
+  write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
+                              "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
+  const std::string why =
+      "constraints gives A[0][1] = 1, outside row 0's constraint_columns [0, 1) (A must be zero outside each row's "
+      "constraint_columns)";
+  for (const std::string be : {"cpu", "reference"}) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(dir / "run.toml") + " --backend " + be + " --out " +
+                                                         sh(dir / be) + " --quiet");
+    EXPECT_EQ(r.code, 2) << be << ": " << r.err;
+    EXPECT_NE(r.err.find(model.string() + ": model 'slider': constraints and constraint_columns disagree at the "
+                                           "initial state of sample 0: " + why),
+              std::string::npos)
+        << be << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
+  }
+  const CliRun r = ukb_with_cache(example_cache(), "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("constraints and constraint_columns disagree at --q, --qd: " + why), std::string::npos) << r.err;
+}
+
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
   // The README's smallest complete header is the tested example.
   EXPECT_NE(slurp(kSource / "README.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);

@@ -9,6 +9,7 @@
 #include "ukb/backends.hpp"  // SkewRing below: describe<> needs its backends
 #include "ukb/describe.hpp"
 #include "ukb/models/bead_on_ring.hpp"
+#include "ukb/models/planar_chain.hpp"
 #include "ukb/registry.hpp"
 
 namespace ukb {
@@ -171,6 +172,38 @@ TEST(Registry, MassDiagonalIsCheckedAgainstMass) {
   ASSERT_TRUE(arm);
   EXPECT_FALSE(arm->has_diagonal_mass);
   EXPECT_EQ(arm->mass_diagonal_mismatch, nullptr);
+}
+
+// planar_chain_3 whose last row also reaches the first mass, which
+// inherits the chain's constraint_columns (the same trap).
+struct ReachingChain : models::PlanarChain3<double> {
+  static constexpr const char* name = "reaching_chain";
+  static void constraints(const double* q, const double* qd, double t, const Params& p, double* A, double* b) {
+    models::PlanarChain3<double>::constraints(q, qd, t, p, A, b);
+    A[2 * n + 1] = 0.25;
+  }
+};
+
+TEST(Registry, ConstraintColumnsAreCheckedAgainstConstraints) {
+  const ModelInfo* chain = find_model("planar_chain_3");
+  ASSERT_TRUE(chain && chain->has_constraint_columns && chain->constraint_columns_mismatch);
+  // A state off the manifold, every coordinate and rate nonzero: each row's
+  // four (two) entries nonzero, every other one zero.
+  const double q[6] = {0.3, -0.9, 0.8, -1.5, 1.1, -2.6}, qd[6] = {0.2, 0.1, -0.4, 0.3, 0.5, -0.6};
+  std::vector<double> p = chain->defaults();
+  EXPECT_EQ(chain->constraint_columns_mismatch(p, q, qd, 0.0), "");
+  // NaN within a row's columns passes: the kernels fail the system there.
+  const double qn[6] = {0.3, -0.9, std::nan(""), -1.5, 1.1, -2.6};
+  EXPECT_EQ(chain->constraint_columns_mismatch(p, qn, qd, 0.0), "");
+  const ModelInfo reach = describe<ReachingChain>();
+  ASSERT_TRUE(reach.constraint_columns_mismatch);
+  EXPECT_EQ(reach.constraint_columns_mismatch(reach.defaults(), q, qd, 0.0),
+            "constraints gives A[2][1] = 0.25, outside row 2's constraint_columns [2, 6) (A must be zero outside "
+            "each row's constraint_columns)");
+  const ModelInfo* ring = find_model("bead_on_ring");
+  ASSERT_TRUE(ring);
+  EXPECT_FALSE(ring->has_constraint_columns);
+  EXPECT_EQ(ring->constraint_columns_mismatch, nullptr);
 }
 
 }  // namespace

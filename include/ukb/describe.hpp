@@ -200,6 +200,28 @@ ModelInfo describe() {
       return {};
     };
   }
+  info.has_constraint_columns = HasConstraintColumns<Mo>;
+  if constexpr (HasConstraintColumns<Mo>) {
+    info.constraint_columns_mismatch = [](std::span<const double> values, const double* q, const double* qd,
+                                          double t) -> std::string {
+      const typename Mo::Params p = params_from<Mo>(values);
+      double A[Mo::m * n], b[Mo::m];
+      Mo::constraints(q, qd, t, p, A, b);
+      for (int i = 0; i < Mo::m; ++i) {
+        const ColumnRange c = constraint_columns_of<Mo>(i);
+        for (int j = 0; j < n; ++j) {
+          // A zero of either sign passes; so does NaN within the row's
+          // columns (the kernels then fail the system as the reference does).
+          if ((j >= c.begin && j < c.end) || A[i * n + j] == 0.0) continue;
+          char text[200];
+          std::snprintf(text, sizeof text, "constraints gives A[%d][%d] = %.17g, outside row %d's constraint_columns "
+                        "[%d, %d)", i, j, A[i * n + j], i, c.begin, c.end);
+          return std::string(text) + " (A must be zero outside each row's constraint_columns)";
+        }
+      }
+      return {};
+    };
+  }
   info.evaluate = &detail::evaluate_one<Mo>;
   info.terms = [](std::span<const double> values, const double* q, const double* qd, double t) {
     const typename Mo::Params p = params_from<Mo>(values);

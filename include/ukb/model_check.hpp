@@ -53,6 +53,7 @@ UKB_DETAIL_MEMBER_PROBE_(natural_state)
 UKB_DETAIL_MEMBER_PROBE_(event)
 UKB_DETAIL_MEMBER_PROBE_(on_event)
 UKB_DETAIL_MEMBER_PROBE_(mass_diagonal)
+UKB_DETAIL_MEMBER_PROBE_(constraint_columns)
 #undef UKB_DETAIL_MEMBER_PROBE_
 
 /// Checks a model against the concept (model.hpp) one requirement at a
@@ -133,6 +134,16 @@ constexpr bool check_model() {
     if constexpr (has_member_mass_diagonal<Mo>)
       static_assert(HasDiagonalMass<Mo>, "ukb model: `mass_diagonal` must be `UKB_HD static void mass_diagonal(const "
                                          "T* q, T t, const Params& p, T* d)` (d: the n diagonal entries of M)");
+    if constexpr (has_member_constraint_columns<Mo>) {
+      static_assert(HasConstraintColumns<Mo>, "ukb model: `constraint_columns` must be `static constexpr "
+                                              "std::array<ukb::ColumnRange, m>` (row i: columns [begin, end))");
+      if constexpr (HasConstraintColumns<Mo>) {
+        static_assert(constraint_columns_valid<Mo>(),
+                      "ukb model: every `constraint_columns` range must have 0 <= begin <= end <= n");
+        static_assert(HasDiagonalMass<Mo>, "ukb model: `constraint_columns` needs `mass_diagonal` (with a dense M, "
+                                           "B = A L^-T is not zero where A is)");
+      }
+    }
     if constexpr (has_member_event<Mo> || has_member_on_event<Mo>)
       static_assert(HasEvents<Mo>, "ukb model: events need both `UKB_HD static T event(const T* q, const T* qd, T t, "
                                    "const Params& p)` and `UKB_HD static ukb::EventAction on_event(T* q, T* qd, T t, "

@@ -121,6 +121,7 @@ struct ModelInfo {
   bool has_rows = false;       ///< the constraint rows are stated: stabilisation works
   bool has_rebind = false;     ///< `rebind` declared: the cpu backend computes SIMD packs of systems
   bool has_diagonal_mass = false;  ///< `mass_diagonal` declared: the cpu and cuda backends factor M's diagonal alone
+  bool has_constraint_columns = false;  ///< `constraint_columns` declared: the cpu and cuda backends skip A's zeros
 
   /// One system evaluated on a backend (ukb::evaluate on a batch of one;
   /// throws BackendUnavailable).
@@ -134,6 +135,12 @@ struct ModelInfo {
   /// differs and what is expected, in words (the message of `ukb run` and
   /// `ukb accel`). nullptr for the other models.
   std::string (*mass_diagonal_mismatch)(std::span<const double> values, const double* q, double t) = nullptr;
+  /// Where the model states its rows' columns (`constraint_columns`,
+  /// model.hpp): an empty string where A(q, q', t) is zero outside them,
+  /// else the first entry that is not, in words (the message of `ukb run`
+  /// and `ukb accel`). nullptr for the other models.
+  std::string (*constraint_columns_mismatch)(std::span<const double> values, const double* q, const double* qd,
+                                             double t) = nullptr;
   /// The consistent state of the natural quantities `ic` (initial_names
   /// order); false where none exists. nullptr without initial_names.
   bool (*initial_state)(std::span<const double> values, const double* ic, double* q, double* qd) = nullptr;

@@ -213,7 +213,9 @@ std::vector<Hook> hooks_of(const ModelInfo& m) {
           {"events", "event + on_event: events (stick-slip)", m.has_events},
           {"rebind", "rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind},
           {"mass_diagonal", "mass_diagonal: the cpu and cuda backends factor M's diagonal alone (else all of M)",
-           m.has_diagonal_mass}};
+           m.has_diagonal_mass},
+          {"constraint_columns", "constraint_columns: the cpu and cuda backends skip the zeros of A's rows",
+           m.has_constraint_columns}};
 }
 
 int cmd_models(bool as_json, const std::string& file, const std::string& backend) {
@@ -311,6 +313,12 @@ int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double 
     const std::string why = model.mass_diagonal_mismatch(params, q.data(), t);
     if (!why.empty())
       throw UsageError("--model: model '" + model.name + "': mass and mass_diagonal disagree at --q: " + why);
+  }
+  if (model.constraint_columns_mismatch) {
+    const std::string why = model.constraint_columns_mismatch(params, q.data(), qd.data(), t);
+    if (!why.empty())
+      throw UsageError("--model: model '" + model.name +
+                       "': constraints and constraint_columns disagree at --q, --qd: " + why);
   }
 
   const ukb::Evaluation r = model.evaluate(be, params, q.data(), qd.data(), t, rank_rtol);

@@ -119,6 +119,15 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
                         "': mass and mass_diagonal disagree at the initial state of sample " + std::to_string(i) +
                         ": " + why);
   }
+  // Likewise for the columns of A that the cpu and cuda backends skip
+  // (constraint_columns): there the backends would drop real terms.
+  if (M.constraint_columns_mismatch) {
+    const std::string why = M.constraint_columns_mismatch(pv, q, qd, c.t0);
+    if (!why.empty())
+      throw ConfigError((c.model_file.empty() ? c.path : printable(c.model_file)) + ": model '" + M.name +
+                        "': constraints and constraint_columns disagree at the initial state of sample " +
+                        std::to_string(i) + ": " + why);
+  }
 }
 
 // Sets system k of e to sample ids[k] at its initial state, for every k;

@@ -44,6 +44,8 @@ def test_models_list_every_builtin_with_coordinates_parameters_and_hooks():
     assert ring.hooks["events"] and ring.hooks["potential"]
     # M = m I: the kernels factor its diagonal; the arm's M is not diagonal.
     assert ring.hooks["mass_diagonal"] and not ukb.model("two_link_arm").hooks["mass_diagonal"]
+    # A chain's rows touch four columns each; the ring's one row all of its two.
+    assert ukb.model("planar_chain_6").hooks["constraint_columns"] and not ring.hooks["constraint_columns"]
     assert [p["name"] for p in ring.initial] == ["theta", "omega"]
 
 

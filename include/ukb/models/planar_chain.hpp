@@ -120,6 +120,15 @@ struct PlanarChain {
     detail::scalar_mass_diagonal<n>(p.m, d);
   }
 
+  /// Row k of A touches p_{k-1} and p_k alone: columns 2k - 2 .. 2k + 1
+  /// (2k .. 2k + 1 for the first link). The kernels leave out the rest of
+  /// each row (model.hpp).
+  static constexpr std::array<ColumnRange, m> constraint_columns = [] {
+    std::array<ColumnRange, m> a{};
+    for (int k = 0; k < K; ++k) a[k] = {k > 0 ? 2 * k - 2 : 0, 2 * k + 2};
+    return a;
+  }();
+
   UKB_HD static void force(const T* /*q*/, const T* /*qd*/, T /*t*/, const Params& p, T* Q) {
     for (int k = 0; k < K; ++k) {
       Q[2 * k] = T(0);

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ukb/config.hpp"
+#include "ukb/model.hpp"
 #include "ukb/policy.hpp"
 #include "ukb/kernels/lanes.hpp"
 
@@ -43,6 +44,18 @@ template <int N, class S>
 UKB_HD constexpr S mass_pivot_rtol() {
   return S(N) * std::numeric_limits<S>::epsilon();
 }
+
+/// Where the rows of a Rows x Cols matrix may be nonzero (the `Support` of
+/// the products below): in every column. A model's constraint_columns
+/// give a narrower support (ConstraintColumnsOf in uk.hpp); a support must
+/// hold for the values it is used with: the products leave out the terms of
+/// the columns outside it, which are then exact zeros, so that the results
+/// are the dense products' (for finite values, up to the sign of a zero).
+template <int Cols>
+struct AllColumns {
+  static constexpr bool sparse = false;
+  UKB_HD static constexpr ColumnRange row(int /*i*/) { return {0, Cols}; }
+};
 
 /// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
 /// (row-major; only the lower triangle is read). On success the lower
@@ -192,12 +205,17 @@ struct MassFactor {
       solve_lower_transpose<N>(L, rd, x);
     }
   }
-  /// X <- X L^{-T} for the R rows of X (R x N, row-major).
-  template <int R>
+  /// X <- X L^{-T} for the R rows of X (R x N, row-major), whose nonzeros
+  /// lie in Support (AllColumns; a narrower one only for a diagonal L, which
+  /// keeps X's zeros where they are).
+  template <int R, class Support = AllColumns<N>>
   UKB_HD void solve_rows(T* X) const {
+    static_assert(Diagonal || !Support::sparse, "a dense L^{-T} fills the rows in");
     if constexpr (Diagonal) {
-      for (int i = 0; i < N; ++i)
-        for (int r = 0; r < R; ++r) X[r * N + i] = X[r * N + i] * rd[i];
+      for (int r = 0; r < R; ++r) {
+        const ColumnRange c = Support::row(r);
+        for (int i = c.begin; i < c.end; ++i) X[r * N + i] = X[r * N + i] * rd[i];
+      }
     } else {
       solve_lower_rows<N, R>(L, rd, X);
     }
@@ -248,7 +266,12 @@ struct MassFactor {
 ///
 /// Both routes decide the rank as the reference backend does (JacobiSVD
 /// with the same relative rule): the fast path only where rank M is certain.
-template <int Rows, int Cols, class T>
+///
+/// `Support` (AllColumns, or a model's ConstraintColumnsOf in uk.hpp) says
+/// where B's rows may be nonzero: the Gram matrix and B^+ y on the Gram
+/// route leave out the other columns' terms, exact zeros (the Jacobi route's
+/// rotations fill W in: it takes every term).
+template <int Rows, int Cols, class T, class Support = AllColumns<Cols>>
 struct PseudoInverse {
   using Lane = Lanes<T>;
   using Mask = MaskOf<T>;
@@ -329,6 +352,16 @@ struct PseudoInverse {
   UKB_HD void apply(const T* y, T* x) const {
     T z[Rows];
     coefficients(y, z);
+    if constexpr (Support::sparse) {
+      if (Lane::all(gram)) {  // W = B^T: x_k sums over the rows i that reach column k, i in order
+        for (int k = 0; k < Cols; ++k) x[k] = T(0);
+        for (int i = 0; i < Rows; ++i) {
+          const ColumnRange c = Support::row(i);
+          for (int k = c.begin; k < c.end; ++k) x[k] += W[k * Rows + i] * z[i];
+        }
+        return;
+      }
+    }
     for (int k = 0; k < Cols; ++k) {
       T s = T(0);
       for (int i = 0; i < Rows; ++i) s += W[k * Rows + i] * z[i];
@@ -369,7 +402,8 @@ struct PseudoInverse {
       Mask finite(true);
       for (int i = 0; i < Rows; ++i) {
         T d = T(0);
-        for (int k = 0; k < Cols; ++k) d += W[k * Rows + i] * W[k * Rows + i];
+        const ColumnRange c = Support::row(i);
+        for (int k = c.begin; k < c.end; ++k) d += W[k * Rows + i] * W[k * Rows + i];
         finite = finite && is_finite(d);
         dmax = i == 0 ? d : Lane::select(d > dmax, d, dmax);
         dmin = i == 0 ? d : Lane::select(d < dmin, d, dmin);
@@ -398,15 +432,19 @@ struct PseudoInverse {
 
   // G = Bt^T Bt (Bt: Cols x Rows) into G's lower triangle, its Cholesky
   // factor (rd: 1 / L_ii) and whether the bound certifies it (per lane),
-  // all in the arithmetic U.
+  // all in the arithmetic U. G_ij sums over the columns where both rows
+  // may be nonzero (Support), k in order.
   template <class U>
   UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, U* bound_out = nullptr) {
     using UL = Lanes<U>;
     U trace = U(0);
     for (int i = 0; i < Rows; ++i) {
+      const ColumnRange ci = Support::row(i);
       for (int j = 0; j <= i; ++j) {
+        const ColumnRange cj = Support::row(j);
+        const int lo = ci.begin > cj.begin ? ci.begin : cj.begin, hi = ci.end < cj.end ? ci.end : cj.end;
         U s = U(0);
-        for (int k = 0; k < Cols; ++k) s += Bt[k * Rows + i] * Bt[k * Rows + j];
+        for (int k = lo; k < hi; ++k) s += Bt[k * Rows + i] * Bt[k * Rows + j];
         G[i * Rows + j] = s;
       }
       // The upper triangle is not used, but a pack that mixes routes

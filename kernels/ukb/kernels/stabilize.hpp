@@ -25,8 +25,9 @@ UKB_HD inline T norm_inf(const T* x) {
 /// The mass-weighted least-squares correction dx = -M^{-1} J^T (J M^{-1} J^T)^+ e
 /// = -L^{-T} (J L^{-T})^+ e (J m x n, row-major, overwritten; e m; dx n) with
 /// M = M(q, t) = L L^T: the smallest change in the metric of M that removes
-/// the linearised residual J dx = -e. Status failed_mass_matrix or
-/// failed_nonfinite as uk_accel.
+/// the linearised residual J dx = -e. J's rows must be zero outside the
+/// model's constraint_columns where it gives them (J = A, or A with rows
+/// zeroed). Status failed_mass_matrix or failed_nonfinite as uk_accel.
 template <Model Mo>
 UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo::Scalar t,
                                        const typename Mo::Params& p, typename Mo::Scalar* J,
@@ -38,8 +39,9 @@ UKB_HD Status mass_weighted_correction(const typename Mo::Scalar* q, typename Mo
   mass_of<Mo>(q, t, p, L.L);
   if (!L.finite() || !all_finite<m * n>(J) || !all_finite<m>(e)) return Status::failed_nonfinite;
   if (L.factor(mass_pivot_rtol<n, T>()) != 0) return Status::failed_mass_matrix;
-  L.template solve_rows<m>(J);  // J <- J L^{-T}
-  PseudoInverse<m, n, T> pinv;
+  using Rows = ConstraintColumnsOf<Mo>;  // J = A: its zeros
+  L.template solve_rows<m, Rows>(J);    // J <- J L^{-T}
+  PseudoInverse<m, n, T, Rows> pinv;
   pinv.factor(J, rank_rtol);
   pinv.apply(e, dx);
   L.solve_transpose(dx);

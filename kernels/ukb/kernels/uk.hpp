@@ -54,6 +54,27 @@ UKB_HD UKB_INLINE void mass_of(const typename Mo::Scalar* q, typename Mo::Scalar
 template <Model Mo, class V = typename Mo::Scalar>
 using MassFactorOf = MassFactor<Mo::n, V, HasDiagonalMass<Mo>>;
 
+/// Where the rows of a model's A, and of B = A L^{-T}, may be nonzero (the
+/// Support of linalg.hpp's products): the model's constraint_columns where
+/// it gives them (its M is then diagonal, so B keeps A's zeros), else every
+/// column.
+template <Model Mo>
+struct ConstraintColumnsOf {
+  static constexpr bool sparse = HasConstraintColumns<Mo>;
+  static_assert(!sparse || HasDiagonalMass<Mo>,
+                "ukb model: `constraint_columns` needs `mass_diagonal` (a dense M fills B = A L^{-T} in)");
+  static_assert(!sparse || constraint_columns_valid<Mo>(),
+                "ukb model: every `constraint_columns` range must have 0 <= begin <= end <= n");
+  UKB_HD static constexpr ColumnRange row(int i) {
+    if constexpr (sparse) {
+      return constraint_columns_of<Mo>(i);
+    } else {
+      (void)i;
+      return {0, Mo::n};
+    }
+  }
+};
+
 /// What one evaluation of a model gives (fixed sizes, lives in registers);
 /// V is the model's scalar or a pack of lanes (lanes.hpp).
 template <Model Mo, class V = typename Mo::Scalar>
@@ -135,13 +156,17 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   if (!Lane::any(Lane::ok(st))) return st;
 
   // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
+  // The products with A's rows and B's take the columns of Rows alone
+  // (every column, or the model's constraint_columns).
+  using Rows = ConstraintColumnsOf<Mo>;
   Lm.solve(a);
   Lm.solve_transpose(a);
   using std::abs;
   V r[m], r_scale = V(T(0));  // r_scale: max_i (|b_i| + sum_k |A_ik a_k|)
   for (int i = 0; i < m; ++i) {
     V s = b[i], sa = abs(b[i]);
-    for (int k = 0; k < n; ++k) {
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) {
       s -= A[i * n + k] * a[k];
       sa += abs(A[i * n + k] * a[k]);
     }
@@ -149,8 +174,8 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
     r_scale = Lane::select(sa > r_scale, sa, r_scale);
   }
   V* B = A;  // A is not needed any more
-  Lm.template solve_rows<m>(B);
-  PseudoInverse<m, n, V> pinv;
+  Lm.template solve_rows<m, Rows>(B);
+  PseudoInverse<m, n, V, Rows> pinv;
   pinv.factor(B, V(rank_rtol));
   out.rank = pinv.rank;
   out.marginal = pinv.marginal;
@@ -163,7 +188,8 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   V worst = V(T(0));
   for (int i = 0; i < m; ++i) {
     V s = -r[i];
-    for (int k = 0; k < n; ++k) s += B[i * n + k] * z[k];
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * z[k];
     worst = Lane::select(abs(s) > worst, abs(s), worst);
   }
   out.inconsistent = r_scale > V(T(0)) && worst > V(policy::consistency_rtol<T>()) * r_scale;
@@ -181,7 +207,8 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
   V y[m], w[n];
   for (int i = 0; i < m; ++i) {
     V s = V(T(0));
-    for (int k = 0; k < n; ++k) s += B[i * n + k] * u[k];
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * u[k];
     y[i] = s;  // B c^
   }
   pinv.apply(y, w);
