@@ -37,7 +37,7 @@
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
 /// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass` (or `mass_diagonal`), `force`, `constraints`, `nonideal` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double (and in float where the model also declares `static constexpr bool rebind_float = true`, its non-integer literals written `ukb::lit<T>(x)`), instead of lane by lane. Give it only where those functions are branch-free on values: choices through `ukb::pick(cond, a, b)` (per lane; both computed) instead of `if`, `?:` or `std::max` on state or parameters (`ukb::all_lanes(cond)` may skip work no lane needs), sines and cosines through `ukb::math::sin`/`cos` (lane by lane on a pack: transcendental functions of a pack and of a scalar may differ in the last bit), other arithmetic + - * / and `sqrt` only, so that a lane rounds as a scalar (`Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
 /// | `mass_diagonal(q, t, p, d)` | speed: the model's M is diagonal at every state and `d` (n) is its diagonal, the same values `mass` puts there (`mass` stays required: the reference backend, so `ukb trajectory`, and the energies use it). The cpu and cuda backends then factor M = L L^T as L = diag(sqrt(d)), in O(n) instead of O(n^3), and apply L^{-1} and L^{-T} in O(n) instead of O(n^2): the same results as the dense factor of the same M (whose extra terms are exact zeros): on the CPU bit for bit up to the sign of a zero; on a GPU, where nvcc fuses multiply-adds, within the usual rounding differences. `ukb run` and `ukb accel` refuse a model whose `mass` and `mass_diagonal` disagree at a sample's initial state or at `--q` |
-/// | `constraint_columns` (std::array<ColumnRange, m>) | speed, with `mass_diagonal`: row i of A is zero outside the columns [begin, end) of `constraint_columns[i]` at every state (a chain's link touches the coordinates of its two ends). With a diagonal M, B = A L^{-T} has the same zeros, and the cpu and cuda backends leave out the products with them: in A q'', B c^, B z, B^+ y on the Gram route and the Gram matrix B B^T itself (for the 12-link chain, 68 products instead of 1 872), with the same results as the dense products, on the CPU bit for bit up to the sign of a zero. A model with it must give `mass_diagonal` (compile error otherwise); `ukb run` and `ukb accel` refuse a model whose A has a nonzero outside its rows' columns at a sample's initial state or at `--q` |
+/// | `constraint_columns` (std::array<ColumnRange, m>) | speed, with `mass_diagonal`: row i of A is zero outside the columns [begin, end) of `constraint_columns[i]` at every state (a chain's link touches the coordinates of its two ends). With a diagonal M, B = A L^{-T} has the same zeros, and the cpu and cuda backends leave out the products with them: in A q'', B c^, B z, B^+ y on the Gram route, the Gram matrix G = B B^T itself (for the 12-link chain, 68 products instead of 1 872), and the Cholesky factor of G and the solves with it, which keep G's envelope (linalg.hpp, GramEnvelope), with the same results as the dense operations, on the CPU bit for bit up to the sign of a zero. A model with it must give `mass_diagonal` (compile error otherwise); `ukb run` and `ukb accel` refuse a model whose A has a nonzero outside its rows' columns at a sample's initial state or at `--q` |
 ///
 /// **Pure functions.** The CPU backend steps 8 (16) systems in lockstep and
 /// may call `mass`, `force`, `constraints`, `nonideal` and `event` for a
@@ -247,12 +247,18 @@ concept HasConstraintColumns = requires {
 };
 
 /// Row i's columns of a model with constraint columns. Usable in device
-/// code, as row_is_holonomic: read from a local copy of the static member.
+/// code, as row_is_holonomic: there read from a local copy of the static
+/// member; on the host from the member itself (g++ 12 -O3 builds the local
+/// copy on the stack at every call).
 template <class Mo>
   requires HasConstraintColumns<Mo>
 UKB_HD constexpr ColumnRange constraint_columns_of(int i) {
+#if defined(__CUDA_ARCH__)
   constexpr std::array<ColumnRange, static_cast<std::size_t>(Mo::m)> columns = Mo::constraint_columns;
   return columns[static_cast<std::size_t>(i)];
+#else
+  return Mo::constraint_columns[static_cast<std::size_t>(i)];
+#endif
 }
 
 /// Whether every row's columns lie within [0, n) in order (begin <= end);

@@ -7,6 +7,7 @@
 /// code that runs in a GPU thread and on a CPU core alike.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -57,6 +58,71 @@ struct AllColumns {
   UKB_HD static constexpr ColumnRange row(int /*i*/) { return {0, Cols}; }
 };
 
+/// Where the rows of a lower triangle (N x N) may be nonzero (the `Envelope`
+/// of the factorisation and the solves below): row i from column first(i)
+/// on, and so column j down to row last(j). Everywhere: the dense routines.
+template <int N>
+struct FullEnvelope {
+  static constexpr bool sparse = false;
+  UKB_HD static constexpr int first(int /*i*/) { return 0; }
+  UKB_HD static constexpr int last(int /*j*/) { return N - 1; }
+};
+
+/// The envelope of G = B B^T (Rows x Rows) for B's rows in Support (as
+/// AllColumns): G_ij is a sum over the columns where rows i and j may both
+/// be nonzero, so row i of G is zero left of the first row j whose columns
+/// meet row i's (i itself where none does). The Cholesky factor of G keeps
+/// that envelope (L_ij, j < first(i), is a sum of products with its zeros),
+/// and so do the solves with it: a chain's G is tridiagonal, its L
+/// bidiagonal.
+template <class Support, int Rows>
+struct GramEnvelope {
+  static constexpr bool sparse = true;
+  static constexpr std::array<int, Rows> firsts = [] {
+    std::array<int, Rows> f{};
+    for (int i = 0; i < Rows; ++i) {
+      const ColumnRange ci = Support::row(i);
+      f[i] = i;
+      for (int j = 0; j < i; ++j) {
+        const ColumnRange cj = Support::row(j);
+        if ((ci.begin > cj.begin ? ci.begin : cj.begin) < (ci.end < cj.end ? ci.end : cj.end)) {
+          f[i] = j;
+          break;
+        }
+      }
+    }
+    return f;
+  }();
+  static constexpr std::array<int, Rows> lasts = [] {
+    std::array<int, Rows> l{};
+    for (int j = 0; j < Rows; ++j) {
+      l[j] = j;
+      for (int k = j + 1; k < Rows; ++k)
+        if (firsts[k] <= j) l[j] = k;
+    }
+    return l;
+  }();
+  // Device code reads a local copy of the tables (static members are host
+  // variables there), the host the tables themselves (as
+  // constraint_columns_of in model.hpp).
+  UKB_HD static constexpr int first(int i) {
+#if defined(__CUDA_ARCH__)
+    constexpr std::array<int, Rows> t = firsts;
+    return t[static_cast<std::size_t>(i)];
+#else
+    return firsts[static_cast<std::size_t>(i)];
+#endif
+  }
+  UKB_HD static constexpr int last(int j) {
+#if defined(__CUDA_ARCH__)
+    constexpr std::array<int, Rows> t = lasts;
+    return t[static_cast<std::size_t>(j)];
+#else
+    return lasts[static_cast<std::size_t>(j)];
+#endif
+  }
+};
+
 /// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
 /// (row-major; only the lower triangle is read). On success the lower
 /// triangle holds L, `rdiag` (N) the reciprocals 1 / L_jj, and the result
@@ -66,8 +132,11 @@ struct AllColumns {
 /// the factorisation and of every later triangular solve into
 /// multiplications: a division sits on the critical path of each row's
 /// recurrence and costs several times a multiplication's latency. A lane
-/// that fails goes on with NaN until every lane has failed.
-template <int N, class T>
+/// that fails goes on with NaN until every lane has failed. With an
+/// Envelope (GramEnvelope) A must be zero outside it; the terms of its
+/// zeros are left out and the entries outside it left as they are (zeros):
+/// the dense factor's values up to the sign of a zero.
+template <int N, class T, class Envelope = FullEnvelope<N>>
 UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag, typename Lanes<T>::Scalar rel_pivot = 0) {
   using Lane = Lanes<T>;
   using std::sqrt;
@@ -75,8 +144,9 @@ UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag, typename Lanes<T>:
   MaskOf<T> ok(true);
   for (int j = 0; j < N; ++j) {
     const T a_jj = A[j * N + j];
+    const int fj = Envelope::first(j);
     T d = a_jj;
-    for (int k = 0; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
+    for (int k = fj; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
     const MaskOf<T> bad = !(d > T(rel_pivot) * a_jj) || !is_finite(d);
     Lane::first(info, bad, j + 1);
     ok = ok && !bad;
@@ -84,9 +154,11 @@ UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag, typename Lanes<T>:
     const T ljj = sqrt(d), r = T(1) / ljj;
     A[j * N + j] = ljj;
     rdiag[j] = r;
-    for (int i = j + 1; i < N; ++i) {
+    for (int i = j + 1; i <= Envelope::last(j); ++i) {
+      const int fi = Envelope::first(i);
+      if (fi > j) continue;  // L_ij = 0 (a GramEnvelope's rows need not be monotone)
       T s = A[i * N + j];
-      for (int k = 0; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
+      for (int k = fi > fj ? fi : fj; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
       A[i * N + j] = s * r;
     }
   }
@@ -101,12 +173,13 @@ UKB_HD inline typename Lanes<T>::Int cholesky(T* A) {
 }
 
 /// x <- L^{-1} x (forward substitution; L lower triangular, N x N row-major,
-/// rdiag the reciprocals of its diagonal from cholesky).
-template <int N, class T>
+/// rdiag the reciprocals of its diagonal from cholesky; zero outside the
+/// Envelope, whose terms are left out).
+template <int N, class T, class Envelope = FullEnvelope<N>>
 UKB_HD inline void solve_lower(const T* L, const T* rdiag, T* x) {
   for (int i = 0; i < N; ++i) {
     T s = x[i];
-    for (int k = 0; k < i; ++k) s -= L[i * N + k] * x[k];
+    for (int k = Envelope::first(i); k < i; ++k) s -= L[i * N + k] * x[k];
     x[i] = s * rdiag[i];
   }
 }
@@ -125,12 +198,13 @@ UKB_HD inline void solve_lower_rows(const T* L, const T* rdiag, T* X) {
     }
 }
 
-/// x <- L^{-T} x (back substitution with the transpose of L).
-template <int N, class T>
+/// x <- L^{-T} x (back substitution with the transpose of L; zero outside
+/// the Envelope, as solve_lower).
+template <int N, class T, class Envelope = FullEnvelope<N>>
 UKB_HD inline void solve_lower_transpose(const T* L, const T* rdiag, T* x) {
   for (int i = N - 1; i >= 0; --i) {
     T s = x[i];
-    for (int k = i + 1; k < N; ++k) s -= L[k * N + i] * x[k];
+    for (int k = i + 1; k <= Envelope::last(i); ++k) s -= L[k * N + i] * x[k];
     x[i] = s * rdiag[i];
   }
 }
@@ -275,6 +349,9 @@ template <int Rows, int Cols, class T, class Support = AllColumns<Cols>>
 struct PseudoInverse {
   using Lane = Lanes<T>;
   using Mask = MaskOf<T>;
+  /// The envelope of G and of its factor (GramEnvelope where B's rows have
+  /// a narrower Support).
+  using Envelope = std::conditional_t<Support::sparse, GramEnvelope<Support, Rows>, FullEnvelope<Rows>>;
   T W[Cols * Rows];     // B^T V (Jacobi) or B^T (Gram), Cols x Rows, row-major
   T Vrot[Rows * Rows];  // the rotations V (Jacobi) or L with G = L L^T (Gram), row-major
   T inv_s2[Rows];  // Jacobi: 1 / s_i^2, or 0 for a dropped singular value; Gram: 1 / L_ii
@@ -453,7 +530,7 @@ struct PseudoInverse {
       trace += G[i * Rows + i];
     }
     using std::abs;
-    const MaskOf<U> factored = UL::is_zero(cholesky<Rows>(G, rd));
+    const MaskOf<U> factored = UL::is_zero(cholesky<Rows, U, Envelope>(G, rd));
     if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
     // ||L^{-1}||_F^2 = trace(G^{-1}) >= 1 / lambda_min, column by column of
@@ -469,7 +546,8 @@ struct PseudoInverse {
         for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
         for (int i = j; i < Rows; ++i) {
           U s = x[i];
-          for (int k = j; k < i; ++k) s -= G[i * Rows + k] * x[k];
+          const int fi = Envelope::first(i);
+          for (int k = fi > j ? fi : j; k < i; ++k) s -= G[i * Rows + k] * x[k];
           x[i] = s * rd[i];
           frob += x[i] * x[i];
           if (sums) col += abs(x[i]), row_sum[i] += abs(x[i]);
@@ -500,7 +578,7 @@ struct PseudoInverse {
       for (int j = 0; j < Rows; ++j) col_sum[j] = U(0);
       for (int i = 0; i < Rows; ++i) {
         U r = U(0);
-        for (int j = 0; j <= i; ++j) r += abs(G[i * Rows + j]), col_sum[j] += abs(G[i * Rows + j]);
+        for (int j = Envelope::first(i); j <= i; ++j) r += abs(G[i * Rows + j]), col_sum[j] += abs(G[i * Rows + j]);
         row_norm = UL::select(r > row_norm, r, row_norm);
       }
       for (int j = 0; j < Rows; ++j) col_norm = UL::select(col_sum[j] > col_norm, col_sum[j], col_norm);
@@ -520,22 +598,22 @@ struct PseudoInverse {
       if (Lane::any(gram_wide)) {
         Wide x[Rows];
         for (int i = 0; i < Rows; ++i) x[i] = Lane::widen(y[i]);
-        solve_lower<Rows>(wide.L, wide.rdiag, x);
-        solve_lower_transpose<Rows>(wide.L, wide.rdiag, x);
+        solve_lower<Rows, Wide, Envelope>(wide.L, wide.rdiag, x);
+        solve_lower_transpose<Rows, Wide, Envelope>(wide.L, wide.rdiag, x);
         if (Lane::all(gram_wide)) {
           for (int i = 0; i < Rows; ++i) z[i] = Lane::narrow(x[i]);
           return;
         }
         for (int i = 0; i < Rows; ++i) z[i] = y[i];
-        solve_lower<Rows>(Vrot, inv_s2, z);
-        solve_lower_transpose<Rows>(Vrot, inv_s2, z);
+        solve_lower<Rows, T, Envelope>(Vrot, inv_s2, z);
+        solve_lower_transpose<Rows, T, Envelope>(Vrot, inv_s2, z);
         for (int i = 0; i < Rows; ++i) z[i] = Lane::select(gram_wide, Lane::narrow(x[i]), z[i]);
         return;
       }
     }
     for (int i = 0; i < Rows; ++i) z[i] = y[i];
-    solve_lower<Rows>(Vrot, inv_s2, z);
-    solve_lower_transpose<Rows>(Vrot, inv_s2, z);
+    solve_lower<Rows, T, Envelope>(Vrot, inv_s2, z);
+    solve_lower_transpose<Rows, T, Envelope>(Vrot, inv_s2, z);
   }
 
   // Jacobi: z = S^{-2} V^T y.
