@@ -305,7 +305,7 @@ TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
   // Row 0 of A is (x, 1), declared to lie in column 0 alone: the cpu
   // backend would drop the term of y. Refused at the first sample's initial
   // state (x = 0 there: only the undeclared entry is nonzero), before any
-  // work, on every backend.
+  // work: the check precedes the backend, here cpu and reference.
   const fs::path dir = fresh_dir("columns_mismatch");
   const fs::path model = kBad / "columns_mismatch.hpp";
   write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +

@@ -227,7 +227,10 @@ const Toolchain& toolchain() {
         for (const auto& s : j.at("cxx_flags")) abi.add(s.get<std::string>());
         abi.add(j.value("nvcc_id", std::string()));
         for (const auto& s : j.value("cuda_flags", nlohmann::json::array())) abi.add(s.get<std::string>());
-        t.abi = std::string("ukb-plugin-1 ukb ") + ukb::version + " " + abi.hex();
+        // The layout of ModelInfo, which a plugin fills: a field added to it
+        // must not let a plugin built against the old layout count as fresh.
+        t.abi = std::string("ukb-plugin-2 ukb ") + ukb::version + " ModelInfo " + std::to_string(sizeof(ModelInfo)) +
+                " " + abi.hex();
       } catch (const nlohmann::json::exception& e) {
         fail("the toolchain record " + named(f) + " is damaged (" + e.what() + "); reinstall ukb");
       }
@@ -724,7 +727,7 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
                                       "its models run on the reference and cpu backends");
 
   const std::string key = Hash{}
-                              .add("ukb-plugin-1")
+                              .add("ukb-plugin-2")
                               .add(tc.abi)
                               .add(tc.text)
                               .add(path.string())

@@ -120,8 +120,8 @@ struct PlanarChain {
     detail::scalar_mass_diagonal<n>(p.m, d);
   }
 
-  /// Row k of A touches p_{k-1} and p_k alone: columns 2k - 2 .. 2k + 1
-  /// (2k .. 2k + 1 for the first link). The kernels leave out the rest of
+  /// Row k of A (0-based: link k + 1) touches p_{k-1} and p_k alone (0-based
+  /// masses): columns 2k - 2 .. 2k + 1 (2k .. 2k + 1 for the first link). The kernels leave out the rest of
   /// each row (model.hpp).
   static constexpr std::array<ColumnRange, m> constraint_columns = [] {
     std::array<ColumnRange, m> a{};
