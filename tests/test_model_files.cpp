@@ -62,19 +62,40 @@ fs::path example_config(const fs::path& dir, const std::string& name, long sampl
 // One shared cache for the examples (they are compiled once for the suite).
 fs::path example_cache() { return fs::path(::testing::TempDir()) / "ukb_test_model_cache"; }
 
+// "UKB_TOOLCHAIN=PATH ": the build's toolchain record with `level` in place
+// of -O1/-O2/-O3/-Os (a record without one, as a Debug build's, stays as it
+// is), written to dir/toolchain.json. For the tests of what ukb does with a
+// model file (its cache, its refusals, its results against a closed form),
+// not of how fast its plugin runs: at -O1 the sleigh's plugin compiled in
+// 14.8 s, against 23.1 s at -O3 and 17.0 s at -O0 (g++ 12, one core of a
+// 2-core VM, 2026-11-27). The released flags are checked by scripts/test.sh,
+// whose installed `ukb run` compiles examples/models/rotating_hoop.hpp with
+// them.
+std::string toolchain_at(const fs::path& dir, const char* level) {
+  const fs::path record = fs::path(UKB_CLI_PATH).parent_path().parent_path() / "share/ukb/toolchain.json";
+  EXPECT_TRUE(fs::exists(record)) << record;
+  write(dir / "toolchain.json", std::regex_replace(slurp(record), std::regex(R"("-O[123s]")"),
+                                                   "\"" + std::string(level) + "\""));
+  return "UKB_TOOLCHAIN=" + sh(dir / "toolchain.json") + " ";
+}
+
 TEST(ModelFiles, SleighRunsOnCpuAndReferenceAsTheClosedFormSays) {
   if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
   // The Chaplygin sleigh: m v' = m a w^2, J w' = -m a v w (J = I + m a^2), so
   // m v^2 + J w^2 = 2E stays and v(t) = V tanh(a m V t / J + atanh(v0 / V)),
   // V = sqrt(2E / m): the speed of the knife edge along the heading.
   const fs::path dir = fresh_dir("sleigh");
+  const std::string env = toolchain_at(dir, "-O1");  // the results under test, not the speed
+  // The reference backend (9 s for 64 samples) runs the first 16: sample i
+  // is drawn from (seed, i) alone, the same in either run.
   std::map<std::string, std::vector<std::map<std::string, std::string>>> rows;
-  for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "sleigh", 64, be)) + " --out " +
-                                                         sh(dir / be) + " --quiet");
+  const std::map<std::string, std::size_t> samples = {{"cpu", 64}, {"reference", 16}};
+  for (const auto& [be, count] : samples) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "sleigh", long(count), be)) +
+                                                         " --out " + sh(dir / be) + " --quiet", env);
     ASSERT_EQ(r.code, 0) << r.err;
     rows[be] = read_csv(dir / be / "results.csv");
-    ASSERT_EQ(rows[be].size(), 64u);
+    ASSERT_EQ(rows[be].size(), count);
   }
   double worst = 0, worst_ref = 0;
   for (std::size_t i = 0; i < 64; ++i) {
@@ -85,8 +106,9 @@ TEST(ModelFiles, SleighRunsOnCpuAndReferenceAsTheClosedFormSays) {
     const double th = std::stod(row.at("q_theta_final"));
     const double speed = std::cos(th) * std::stod(row.at("qd_x_final")) + std::sin(th) * std::stod(row.at("qd_y_final"));
     worst = std::max(worst, std::abs(speed - v));
-    for (const char* col : {"q_x_final", "q_y_final", "q_theta_final", "qd_x_final", "qd_theta_final"})
-      worst_ref = std::max(worst_ref, std::abs(std::stod(row.at(col)) - std::stod(rows["reference"][i].at(col))));
+    if (i < rows["reference"].size())
+      for (const char* col : {"q_x_final", "q_y_final", "q_theta_final", "qd_x_final", "qd_theta_final"})
+        worst_ref = std::max(worst_ref, std::abs(std::stod(row.at(col)) - std::stod(rows["reference"][i].at(col))));
   }
   EXPECT_LT(worst, 1e-9) << "final speed against the closed form (RK4, dt = 1e-3)";
   EXPECT_LT(worst_ref, 1e-9) << "cpu against the reference backend";
@@ -97,13 +119,17 @@ TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
   // Half swings about x = -+D (D = mu m g / k, the centre opposite to the
   // motion) until a turning point within |x| <= D: there it sticks.
   const fs::path dir = fresh_dir("spring");
+  const std::string env = toolchain_at(dir, "-O1");  // the results under test, not the speed
+  // The reference backend (11 s for 200 samples) runs the first 40: sample i
+  // is drawn from (seed, i) alone, the same in either run.
   std::map<std::string, std::vector<std::map<std::string, std::string>>> rows;
-  for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "spring_block", 200, be)) +
-                                                         " --out " + sh(dir / be) + " --quiet");
+  const std::map<std::string, std::size_t> samples = {{"cpu", 200}, {"reference", 40}};
+  for (const auto& [be, count] : samples) {
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(example_config(dir, "spring_block", long(count), be)) +
+                                                         " --out " + sh(dir / be) + " --quiet", env);
     ASSERT_EQ(r.code, 0) << r.err;
     rows[be] = read_csv(dir / be / "results.csv");
-    ASSERT_EQ(rows[be].size(), 200u);
+    ASSERT_EQ(rows[be].size(), count);
   }
   const double k = 10, m = 1, g = 9.81, w = std::sqrt(k / m);
   double worst = 0, worst_ref = 0;
@@ -115,7 +141,8 @@ TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
     double c = -D, turn = c + std::hypot(x0 - c, v0 / w);
     while (std::abs(turn) > D) c = turn > 0 ? D : -D, turn = 2 * c - turn;
     worst = std::max(worst, std::abs(std::stod(row.at("x_final")) - turn));
-    worst_ref = std::max(worst_ref, std::abs(std::stod(row.at("x_final")) - std::stod(rows["reference"][i].at("x_final"))));
+    if (i < rows["reference"].size())
+      worst_ref = std::max(worst_ref, std::abs(std::stod(row.at("x_final")) - std::stod(rows["reference"][i].at("x_final"))));
   }
   EXPECT_LT(worst, 1e-9);
   EXPECT_LT(worst_ref, 1e-9);
@@ -124,14 +151,8 @@ TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
 TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
   if (sanitized) GTEST_SKIP() << "compiling plugins under the sanitizers takes minutes; the main build runs it";
   const fs::path dir = fresh_dir("cache"), cache = dir / "cache";
-  // The cache's decisions are under test, not the plugin's speed: the build's
-  // toolchain record with -O0 in place of -O1/-O2/-O3/-Os (through
-  // UKB_TOOLCHAIN; a record without one, as a Debug build's, stays as it
-  // is), each compile a third shorter.
-  const fs::path record = fs::path(UKB_CLI_PATH).parent_path().parent_path() / "share/ukb/toolchain.json";
-  ASSERT_TRUE(fs::exists(record)) << record;
-  write(dir / "toolchain.json", std::regex_replace(slurp(record), std::regex(R"("-O[123s]")"), "\"-O0\""));
-  const std::string env = "UKB_TOOLCHAIN=" + sh(dir / "toolchain.json") + " ";
+  // The cache's decisions are under test, not the plugin's speed.
+  const std::string env = toolchain_at(dir, "-O1");
   // A model file that includes a file of its own.
   write(dir / "stiffness.hpp", "#pragma once\ninline constexpr double kDefault = 1.0;\n");
   std::string model = slurp(kBad / "two_models.hpp");
@@ -279,12 +300,14 @@ TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
   // integrate another system than the reference. Refused at the first
   // sample's initial state, before any work, on every backend.
   const fs::path dir = fresh_dir("diagonal_mismatch");
+  const fs::path cache = dir / "cache";
+  const std::string env = toolchain_at(dir, "-O1");  // its refusal under test, not its speed
   const fs::path model = kBad / "diagonal_mismatch.hpp";
   write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
                               "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
   for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(dir / "run.toml") + " --backend " + be + " --out " +
-                                                         sh(dir / be) + " --quiet");
+    const CliRun r = ukb_with_cache(cache, "run " + sh(dir / "run.toml") + " --backend " + be + " --out " + sh(dir / be) +
+                                       " --quiet", env);
     EXPECT_EQ(r.code, 2) << be << ": " << r.err;
     EXPECT_NE(r.err.find(model.string() + ": model 'slider': mass and mass_diagonal disagree at the initial state of "
                                            "sample 0: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
@@ -293,7 +316,7 @@ TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
     EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
   }
   // ukb accel, the same.
-  const CliRun r = ukb_with_cache(example_cache(), "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu");
+  const CliRun r = ukb_with_cache(cache, "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu", env);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("mass and mass_diagonal disagree at --q: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
             std::string::npos)
@@ -307,6 +330,8 @@ TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
   // state (x = 0 there: only the undeclared entry is nonzero), before any
   // work: the check precedes the backend, here cpu and reference.
   const fs::path dir = fresh_dir("columns_mismatch");
+  const fs::path cache = dir / "cache";
+  const std::string env = toolchain_at(dir, "-O1");  // its refusal under test, not its speed
   const fs::path model = kBad / "columns_mismatch.hpp";
   write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
                               "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
@@ -314,8 +339,8 @@ TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
       "constraints gives A[0][1] = 1, outside row 0's constraint_columns [0, 1) (A must be zero outside each row's "
       "constraint_columns)";
   for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(dir / "run.toml") + " --backend " + be + " --out " +
-                                                         sh(dir / be) + " --quiet");
+    const CliRun r = ukb_with_cache(cache, "run " + sh(dir / "run.toml") + " --backend " + be + " --out " + sh(dir / be) +
+                                       " --quiet", env);
     EXPECT_EQ(r.code, 2) << be << ": " << r.err;
     EXPECT_NE(r.err.find(model.string() + ": model 'slider': constraints and constraint_columns disagree at the "
                                            "initial state of sample 0: " + why),
@@ -323,7 +348,7 @@ TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
         << be << ": " << r.err;
     EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
   }
-  const CliRun r = ukb_with_cache(example_cache(), "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu");
+  const CliRun r = ukb_with_cache(cache, "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu", env);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("constraints and constraint_columns disagree at --q, --qd: " + why), std::string::npos) << r.err;
 }
