@@ -7,6 +7,27 @@
 
 namespace ukb::test {
 
+// null_space and sym_sqrt are here, not in support.hpp: every test
+// translation unit includes support.hpp, and each then instantiated
+// Eigen's JacobiSVD and SelfAdjointEigenSolver for these two inline
+// functions, used by the principle tests alone.
+
+/// Orthonormal basis of null(A) (columns), from a full SVD.
+inline MatrixXd null_space(const MatrixXd& A, double rtol = 1e-10) {
+  Eigen::JacobiSVD<MatrixXd> svd(A, Eigen::ComputeFullV);
+  const VectorXd& s = svd.singularValues();
+  int rank = 0;
+  while (rank < s.size() && s(rank) > rtol * s(0)) ++rank;
+  return svd.matrixV().rightCols(A.cols() - rank);
+}
+
+/// Symmetric positive definite square root of a symmetric positive definite M.
+inline MatrixXd sym_sqrt(const MatrixXd& M) {
+  Eigen::SelfAdjointEigenSolver<MatrixXd> es(M);
+  return es.eigenvectors() * es.eigenvalues().cwiseSqrt().asDiagonal() *
+         es.eigenvectors().transpose();
+}
+
 /// One problem: M q'' = Q + Qc, A q'' = b, with the non-ideal force C.
 struct Problem {
   MatrixXd M, A;

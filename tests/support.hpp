@@ -223,22 +223,6 @@ Sample<Mo> off_manifold(Rng& r, Sample<Mo> base) {
   return base;
 }
 
-/// Orthonormal basis of null(A) (columns), from a full SVD.
-inline MatrixXd null_space(const MatrixXd& A, double rtol = 1e-10) {
-  Eigen::JacobiSVD<MatrixXd> svd(A, Eigen::ComputeFullV);
-  const VectorXd& s = svd.singularValues();
-  int rank = 0;
-  while (rank < s.size() && s(rank) > rtol * s(0)) ++rank;
-  return svd.matrixV().rightCols(A.cols() - rank);
-}
-
-/// Symmetric positive definite square root of a symmetric positive definite M.
-inline MatrixXd sym_sqrt(const MatrixXd& M) {
-  Eigen::SelfAdjointEigenSolver<MatrixXd> es(M);
-  return es.eigenvectors() * es.eigenvalues().cwiseSqrt().asDiagonal() *
-         es.eigenvectors().transpose();
-}
-
 /// |x - y| / max(|y|, floor): relative error with an absolute floor.
 inline double rel_err(const VectorXd& x, const VectorXd& y, double floor = 1.0) {
   return (x - y).norm() / std::max(y.norm(), floor);
