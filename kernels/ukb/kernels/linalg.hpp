@@ -58,12 +58,17 @@ struct AllColumns {
   UKB_HD static constexpr ColumnRange row(int /*i*/) { return {0, Cols}; }
 };
 
+/// The columns where two rows' supports meet, [begin, end) (none where
+/// begin >= end): the terms of their product that can be nonzero.
+UKB_HD constexpr ColumnRange overlap(ColumnRange a, ColumnRange b) {
+  return {a.begin > b.begin ? a.begin : b.begin, a.end < b.end ? a.end : b.end};
+}
+
 /// Where the rows of a lower triangle (N x N) may be nonzero (the `Envelope`
 /// of the factorisation and the solves below): row i from column first(i)
 /// on, and so column j down to row last(j). Everywhere: the dense routines.
 template <int N>
 struct FullEnvelope {
-  static constexpr bool sparse = false;
   UKB_HD static constexpr int first(int /*i*/) { return 0; }
   UKB_HD static constexpr int last(int /*j*/) { return N - 1; }
 };
@@ -77,15 +82,13 @@ struct FullEnvelope {
 /// bidiagonal.
 template <class Support, int Rows>
 struct GramEnvelope {
-  static constexpr bool sparse = true;
   static constexpr std::array<int, Rows> firsts = [] {
     std::array<int, Rows> f{};
     for (int i = 0; i < Rows; ++i) {
-      const ColumnRange ci = Support::row(i);
       f[i] = i;
       for (int j = 0; j < i; ++j) {
-        const ColumnRange cj = Support::row(j);
-        if ((ci.begin > cj.begin ? ci.begin : cj.begin) < (ci.end < cj.end ? ci.end : cj.end)) {
+        const ColumnRange o = overlap(Support::row(i), Support::row(j));
+        if (o.begin < o.end) {
           f[i] = j;
           break;
         }
@@ -518,10 +521,9 @@ struct PseudoInverse {
     for (int i = 0; i < Rows; ++i) {
       const ColumnRange ci = Support::row(i);
       for (int j = 0; j <= i; ++j) {
-        const ColumnRange cj = Support::row(j);
-        const int lo = ci.begin > cj.begin ? ci.begin : cj.begin, hi = ci.end < cj.end ? ci.end : cj.end;
+        const ColumnRange o = overlap(ci, Support::row(j));
         U s = U(0);
-        for (int k = lo; k < hi; ++k) s += Bt[k * Rows + i] * Bt[k * Rows + j];
+        for (int k = o.begin; k < o.end; ++k) s += Bt[k * Rows + i] * Bt[k * Rows + j];
         G[i * Rows + j] = s;
       }
       // The upper triangle is not used, but a pack that mixes routes
