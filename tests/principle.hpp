@@ -7,10 +7,10 @@
 
 namespace ukb::test {
 
-// null_space and sym_sqrt are here, not in support.hpp: every test
-// translation unit includes support.hpp, and each then instantiated
-// Eigen's JacobiSVD and SelfAdjointEigenSolver for these two inline
-// functions, used by the principle tests alone.
+// null_space and sym_sqrt are here, not in support.hpp: the engine,
+// emulation and ukb_tests units include support.hpp, and each then
+// instantiated Eigen's JacobiSVD and SelfAdjointEigenSolver for these two
+// inline functions, used by the principle tests alone.
 
 /// Orthonormal basis of null(A) (columns), from a full SVD.
 inline MatrixXd null_space(const MatrixXd& A, double rtol = 1e-10) {

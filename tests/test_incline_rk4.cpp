@@ -64,8 +64,9 @@ TEST(Rk4, FourthOrderOnTheFrictionlessChain) {
     y << st.q, st.qd;
     return y;
   };
-  // Under the sanitizers (this test's Eigen at -O0 there: 29 s) one ratio,
-  // against a run with a 32 times smaller step: 3500 steps instead of 7100.
+  // Under the sanitizers (this test's Eigen at -O0 there: 25-29 s, the
+  // longest test of that build) one ratio, against a run with a 32 times
+  // smaller step: 3500 steps instead of 7100.
   const VectorXd truth = run(0.01 / (sanitized ? 32 : 64));
   const double e1 = (run(0.01) - truth).norm(), e2 = (run(0.005) - truth).norm();
   EXPECT_GT(e1, 1e-9) << "guard: the error must be measurable";
