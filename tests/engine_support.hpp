@@ -66,7 +66,7 @@ double max_rel_diff(const B1& x, const B2& y, int len, Get get) {
       d += (a - b) * (a - b);
       r += b * b;
     }
-    worst = std::max(worst, std::sqrt(d) / std::max(std::sqrt(r), 1.0));
+    worst_of(worst, std::sqrt(d) / std::max(std::sqrt(r), 1.0));
   }
   return worst;
 }

@@ -13,6 +13,7 @@
 #include "ukb/reference.hpp"
 
 #include "sanitized.hpp"
+#include "worst.hpp"
 
 namespace ukb::test {
 

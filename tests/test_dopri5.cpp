@@ -159,7 +159,7 @@ TEST(Dopri5, EnergyOfAConservativeChainDriftsNoMoreThanTheTolerance) {
     double worst = 0;
     for (int i = 0; i < 6; ++i) {
       const double scale = std::abs(e0[i]) + 3 * 9.81;  // energies of order m g l K
-      worst = std::max(worst, std::abs(energy(i) - e0[i]) / scale);
+      worst_of(worst, std::abs(energy(i) - e0[i]) / scale);
       EXPECT_GT(b.batch.steps(i), 100) << "guard: the chain moved through many steps";
     }
     return worst;

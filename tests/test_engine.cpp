@@ -135,7 +135,7 @@ TEST(Engine, CpuTrajectoriesMatchReferenceRk4) {
           b(j) = ref.q(k, j), b(Mo::n + j) = ref.qd(k, j);
           moved = std::max(moved, std::abs(b(j) - fast.samples[i].q(j)));
         }
-        worst = std::max(worst, rel_err(a, b));
+        worst_of(worst, rel_err(a, b));
         EXPECT_NEAR(fast.batch.t(i), double(steps) * 1e-3, 1e-12);
       }
       EXPECT_LT(worst, 1e-10);

@@ -30,8 +30,8 @@ void check_sliding(double alpha, double mu, double v0, double t_end) {
         const double t = ++k * dt;
         const double s = s0 + v0 * t + 0.5 * acc * t * t, v = v0 + acc * t;
         ASSERT_GT(v * v0, 0) << "the test must stop before the block stops";
-        worst = std::max(worst, (x.q - s * dir).norm() / (1 + std::abs(s)));
-        worst = std::max(worst, (x.qd - v * dir).norm() / (1 + std::abs(v)));
+        worst_of(worst, (x.q - s * dir).norm() / (1 + std::abs(s)));
+        worst_of(worst, (x.qd - v * dir).norm() / (1 + std::abs(v)));
       });
   ASSERT_EQ(status, Status::ok);
   EXPECT_LT(worst, 1e-12) << "alpha " << alpha << " mu " << mu << " v0 " << v0;

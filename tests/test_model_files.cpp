@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "worst.hpp"
 
 namespace ukb::test {
 namespace {
@@ -83,12 +84,6 @@ std::string toolchain_at(const fs::path& dir, const char* level) {
     if (std::regex_match(flag.get<std::string>(), std::regex("-O[123s]"))) flag = level;
   write(dir / "toolchain.json", j.dump(2));
   return "UKB_TOOLCHAIN=" + sh(dir / "toolchain.json") + " ";
-}
-
-// max(worst, d) that keeps a NaN (std::max(worst, NaN) is worst): a NaN
-// result then fails the bound it is checked against.
-void worst_of(double& worst, double d) {
-  if (!(d <= worst)) worst = d;
 }
 
 TEST(ModelFiles, SleighRunsOnCpuAndReferenceAsTheClosedFormSays) {

@@ -88,7 +88,7 @@ TEST(Sleigh, AccelerationIsThatOfTheReducedEquations) {
     double worst = 0;
     for (int i = 0; i < b.size(); ++i) {
       const Sample<Mo>& s = samples[i];
-      worst = std::max(worst, rel_err(qdd[i], sleigh_by_hand(s.p, s.q, s.qd, s.t), 1e-300));
+      worst_of(worst, rel_err(qdd[i], sleigh_by_hand(s.p, s.q, s.qd, s.t), 1e-300));
     }
     EXPECT_LT(worst, kAccelTol) << to_string(be);
   }
@@ -168,7 +168,7 @@ TEST(Disk, AccelerationIsThatOfTheReducedEquations) {
     double worst = 0;
     for (int i = 0; i < b.size(); ++i) {
       const Sample<Mo>& s = samples[i];
-      worst = std::max(worst, rel_err(qdd[i], disk_by_hand(s.p, s.q, s.qd, s.t), 1e-300));
+      worst_of(worst, rel_err(qdd[i], disk_by_hand(s.p, s.q, s.qd, s.t), 1e-300));
     }
     EXPECT_LT(worst, kAccelTol) << to_string(be);
   }
@@ -246,9 +246,9 @@ TEST(Sphere, TheCentreAcceleratesAtFiveSeventhsOfFOverMAndTheVerticalSpinStays) 
     for (int i = 0; i < b.size(); ++i) {
       const Sample<Sphere>& s = samples[i];
       const VectorXd centre{{5 * s.p.Fx / (7 * s.p.m), 5 * s.p.Fy / (7 * s.p.m)}};
-      worst_centre = std::max(worst_centre, rel_err(qdd[i].head(2), centre, 1e-300));
+      worst_of(worst_centre, rel_err(qdd[i].head(2), centre, 1e-300));
       const double th = s.q(3), scale = qdd[i].tail(3).norm() + s.qd.tail(3).squaredNorm();
-      worst_spin = std::max(worst_spin, std::abs(qdd[i](2) + qdd[i](4) * std::cos(th) -
+      worst_of(worst_spin, std::abs(qdd[i](2) + qdd[i](4) * std::cos(th) -
                                                  s.qd(4) * s.qd(3) * std::sin(th)) / scale);
     }
     EXPECT_LT(worst_centre, kAccelTol) << to_string(be);

@@ -349,8 +349,8 @@ TEST(UnitScaling, EveryModelGivesTheSameTrajectoryInOtherUnits) {
         EXPECT_NEAR(a.t(i), b.t(i), 1e-9) << i;  // located events: within event_tol
         for (int j = 0; j < Mo::n; ++j) {
           const double scale = 1 + std::abs(a.q(i, j)) + std::abs(a.qd(i, j));
-          worst = std::max(worst, std::abs(b.q(i, j) / s - a.q(i, j)) / scale);
-          worst = std::max(worst, std::abs(b.qd(i, j) / s - a.qd(i, j)) / scale);
+          worst_of(worst, std::abs(b.q(i, j) / s - a.q(i, j)) / scale);
+          worst_of(worst, std::abs(b.qd(i, j) / s - a.qd(i, j)) / scale);
           moved = std::max(moved, std::abs(a.q(i, j) - b.q(i, j) / s) + std::abs(a.qd(i, j)));
         }
       }
@@ -384,7 +384,7 @@ void expect_cpu_matches_reference(Batch<Mo>& cpu, Batch<Mo>& ref, const RunOptio
     }
     for (int j = 0; j < Mo::n; ++j) {
       const double scale = 1 + std::abs(ref.q(i, j)) + std::abs(ref.qd(i, j));
-      worst = std::max(worst, (std::abs(cpu.q(i, j) - ref.q(i, j)) + std::abs(cpu.qd(i, j) - ref.qd(i, j))) / scale);
+      worst_of(worst, (std::abs(cpu.q(i, j) - ref.q(i, j)) + std::abs(cpu.qd(i, j) - ref.qd(i, j))) / scale);
       EXPECT_TRUE(std::isfinite(cpu.q(i, j)) && std::isfinite(cpu.qd(i, j)));
     }
   }
