@@ -26,18 +26,35 @@
 
 namespace ukb::models {
 
+namespace detail {
+// One model's call of ModelList::for_each / for_each_template, kept a
+// function of its own (noinline): inlined, the calls for every model make
+// one function as large as all of them together, whose optimisation and
+// code generation cost more than the same code in one function per model
+// (clang 14 with the sanitizers, tests/test_stabilization.cpp's unit: the
+// 8 for_each functions took 24 of its 70 s of function optimisation).
+template <class Mo, class F>
+[[gnu::noinline]] constexpr void for_one(F& f) {
+  f.template operator()<Mo>();
+}
+template <template <class> class M, class F>
+[[gnu::noinline]] constexpr void for_one_template(F& f) {
+  f.template operator()<M>();
+}
+}  // namespace detail
+
 /// A compile-time list of model templates, instantiated on demand with a scalar.
 template <template <class> class... Ms>
 struct ModelList {
   /// Calls `f.template operator()<M<T>>()` for each model, in order.
   template <class T, class F>
   static constexpr void for_each(F&& f) {
-    (f.template operator()<Ms<T>>(), ...);
+    (detail::for_one<Ms<T>>(f), ...);
   }
   /// Calls `f.template operator()<M>()` for each model template, in order.
   template <class F>
   static constexpr void for_each_template(F&& f) {
-    (f.template operator()<Ms>(), ...);
+    (detail::for_one_template<Ms>(f), ...);
   }
   static constexpr int size = sizeof...(Ms);
   /// Every listed model meets the Model concept in double and in float.
