@@ -36,19 +36,14 @@ struct RandomBatch {
 };
 
 /// Calls f.template operator()<Model>() for every built-in model template
-/// (UKB_BUILTIN_MODELS). Under the sanitizers (memory errors, undefined
-/// behaviour: not numbers, which the main build checks for every model) one
-/// model of each kind of code: events and friction (bead_on_ring), rank
-/// drops (redundant_pendulum), the largest arrays (planar_chain_12, the
-/// chains' template), nonholonomic rows (chaplygin_sleigh, rolling_sphere).
+/// (UKB_BUILTIN_MODELS); under the sanitizers for ModelKinds' (support.hpp).
 /// The engine and emulation tests, which these per-model instances
 /// dominate, took about 230 of the sanitizer build's 510-580 CPU-seconds
 /// with every model (2026-11-25).
 template <class F>
 void for_each_model_template(F&& f) {
   if constexpr (sanitized) {
-    models::ModelList<models::BeadOnRing, models::RedundantPendulum, models::PlanarChain12,
-                      models::ChaplyginSleigh, models::RollingSphere>::for_each_template(f);
+    ModelKinds::for_each_template(f);
   } else {
     models::Builtin::for_each_template(f);
   }

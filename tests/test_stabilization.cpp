@@ -30,7 +30,7 @@ void rows_of(const Sample<Mo>& s, const VectorXd& q, const VectorXd& qd, double 
 // The rows' constraints are what A and b differentiate (model.hpp): checked
 // by central differences of the model's own phi/psi against its A and b.
 TEST(ConstraintRows, MatchTheRowsOfAAndBByFiniteDifferences) {
-  for_each_model([]<class Mo>() {
+  for_each_model_or_kind([]<class Mo>() {
     SCOPED_TRACE(Mo::name);
     Rng rng(700);
     for (int trial = 0; trial < 10; ++trial) {
@@ -86,7 +86,7 @@ TEST(ConstraintRows, MatchTheRowsOfAAndBByFiniteDifferences) {
 // (nonholonomic), at states off the manifold; and the kernels agree with
 // the reference's independent Baumgarte evaluation.
 TEST(Baumgarte, TheAccelerationObeysTheCorrectedRowsAndMatchesTheReference) {
-  for_each_model([]<class Mo>() {
+  for_each_model_or_kind([]<class Mo>() {
     SCOPED_TRACE(Mo::name);
     Rng rng(710);
     for (int trial = 0; trial < 20; ++trial) {
@@ -121,7 +121,7 @@ TEST(Baumgarte, TheAccelerationObeysTheCorrectedRowsAndMatchesTheReference) {
 // written separately from its rows, reads round-off), converges, and agrees
 // with the reference's Eigen projection.
 TEST(Projection, LandsOnTheManifoldAndMatchesTheReference) {
-  for_each_model([]<class Mo>() {
+  for_each_model_or_kind([]<class Mo>() {
     SCOPED_TRACE(Mo::name);
     Rng rng(720);
     for (int trial = 0; trial < 20; ++trial) {
@@ -320,7 +320,7 @@ struct Units {
 };
 
 TEST(UnitScaling, EveryModelGivesTheSameTrajectoryInOtherUnits) {
-  for_each_model([]<class Mo>() {
+  for_each_model_or_kind([]<class Mo>() {
     for (Stabilization st : kOptions) {
       SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(st)));
       const int N = 7;
