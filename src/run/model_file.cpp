@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -290,6 +291,43 @@ struct TempDir {
   ~TempDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
+  }
+};
+
+// An exclusive lock (flock) on a cache entry's lock file (".ENTRY.lock" in
+// the cache), held while this process checks, builds and loads the entry:
+// processes that want the same plugin at once compile it once, the others
+// wait and then find it built. Where the file system has no locks nothing
+// is held: concurrent builds then each compile, and publish() keeps one.
+// flock's lock goes with the process: one that dies leaves no stale lock.
+struct EntryLock {
+  int fd = -1;
+  EntryLock(const fs::path& entry, const std::string& what, bool progress) {
+    const fs::path file = entry.parent_path() / ("." + entry.filename().string() + ".lock");
+    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
+    if (errno != EWOULDBLOCK) {  // no locks here (ENOLCK, EINVAL ...)
+      ::close(fd);
+      fd = -1;
+      return;
+    }
+    if (progress)
+      std::cerr << "ukb: another ukb is compiling the model file " << what << "; waiting for it (lock "
+                << named(file) << ") ..." << std::endl;
+    if (::flock(fd, LOCK_EX) != 0) {
+      const int err = errno;
+      ::close(fd);
+      fd = -1;
+      // EINTR: SIGINT or SIGTERM (ukb run's handlers) while waiting.
+      fail("model file " + what + ": " + (err == EINTR ? "interrupted" : std::strerror(err)) +
+           " while waiting for another ukb that compiles it (lock " + named(file) + ")");
+    }
+  }
+  EntryLock(const EntryLock&) = delete;
+  EntryLock& operator=(const EntryLock&) = delete;
+  ~EntryLock() {
+    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -737,10 +775,17 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
                               .hex();
   const fs::path root = cache_root();
   const fs::path entry = root / (stem_of(path) + "-" + key + (o.cuda ? "-cuda" : ""));
-  const std::string why = stale(entry, key);
+  std::string why = stale(entry, key);
   bool compiled = false;
   std::optional<ModelFile> f;
   if (why.empty()) f = load_plugin(entry / "plugin.so");
+  std::optional<EntryLock> entry_lock;  // held until the entry is built and loaded
+  if (!f) {
+    // Another process may be building this entry: its lock, then a second look.
+    entry_lock.emplace(entry, named(path_text), o.progress);
+    why = stale(entry, key);
+    if (why.empty()) f = load_plugin(entry / "plugin.so");
+  }
   if (!f) {
     if (o.progress) {
       std::cerr << "ukb: compiling the model file " << named(path_text) << " into a plugin"
