@@ -240,8 +240,11 @@ void for_each_model(F&& f) {
 /// (planar_chain_12, the chains' template), nonholonomic rows
 /// (chaplygin_sleigh, rolling_sphere). The engine tests take these alone
 /// under the sanitizers (memory errors, undefined behaviour: not numbers,
-/// which the main build checks for every model; every model's own code runs
-/// under the sanitizers in the principle tests, which keep them all).
+/// which the main build checks for every model). Every model's own code
+/// still runs there, in tests that keep all models: its mass, forces and
+/// constraints in the principle tests, its constraint rows in
+/// ConstraintRows.*, its mass_diagonal and constraint_columns in
+/// Registry.EveryBuiltinDiagonalAndColumnsAgreeWithItsDenseSelf.
 using ModelKinds = models::ModelList<models::BeadOnRing, models::RedundantPendulum, models::PlanarChain12,
                                      models::ChaplyginSleigh, models::RollingSphere>;
 

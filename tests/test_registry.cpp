@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "ukb/backends.hpp"  // SkewRing below: describe<> needs its backends
 #include "ukb/describe.hpp"
@@ -183,6 +184,35 @@ struct ReachingChain : models::PlanarChain3<double> {
     A[2 * n + 1] = 0.25;
   }
 };
+
+// Every built-in model's mass_diagonal and constraint_columns against its
+// own mass and constraints, at random states (the checks of describe<>,
+// compiled in libukb: under the sanitizers these run every model's code,
+// where the kernel tests take ModelKinds alone, support.hpp).
+TEST(Registry, EveryBuiltinDiagonalAndColumnsAgreeWithItsDenseSelf) {
+  std::mt19937_64 rng(31);
+  std::uniform_real_distribution<double> u(-1.5, 1.5);
+  int diagonal = 0, columns = 0;
+  for (const ModelInfo& info : all_models()) {
+    SCOPED_TRACE(info.name);
+    diagonal += info.has_diagonal_mass;
+    columns += info.has_constraint_columns;
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<double> q(std::size_t(info.n)), qd(std::size_t(info.n));
+      for (double& x : q) x = u(rng);
+      for (double& x : qd) x = u(rng);
+      const double t = u(rng);
+      if (info.has_diagonal_mass) {
+        EXPECT_EQ(info.mass_diagonal_mismatch(info.defaults(), q.data(), t), "");
+      }
+      if (info.has_constraint_columns) {
+        EXPECT_EQ(info.constraint_columns_mismatch(info.defaults(), q.data(), qd.data(), t), "");
+      }
+    }
+  }
+  EXPECT_EQ(diagonal, 9) << "all but two_link_arm and rolling_sphere";
+  EXPECT_EQ(columns, 3) << "the chains of 3, 6 and 12 links";
+}
 
 TEST(Registry, ConstraintColumnsAreCheckedAgainstConstraints) {
   const ModelInfo* chain = find_model("planar_chain_3");

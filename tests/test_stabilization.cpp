@@ -30,7 +30,7 @@ void rows_of(const Sample<Mo>& s, const VectorXd& q, const VectorXd& qd, double 
 // The rows' constraints are what A and b differentiate (model.hpp): checked
 // by central differences of the model's own phi/psi against its A and b.
 TEST(ConstraintRows, MatchTheRowsOfAAndBByFiniteDifferences) {
-  for_each_model_or_kind([]<class Mo>() {
+  for_each_model([]<class Mo>() {  // every model under the sanitizers too: their rows' code, no kernels'
     SCOPED_TRACE(Mo::name);
     Rng rng(700);
     for (int trial = 0; trial < 10; ++trial) {
