@@ -42,8 +42,10 @@ struct Violations {
   double minimum = 0;     ///< > 0 when some q'' + v (A v = 0) has a smaller G
   double sqrt_inv = 0;    ///< |q'' - q''(symmetric square root of M)|
   double inverse_inv = 0; ///< |q'' - q''(another {1,4}-inverse of B)|, if consistent
-  double worst() const {
-    return std::max({constraint, normal, work, minimum, sqrt_inv, inverse_inv});
+  double worst() const {  // a NaN among them is the worst (worst_of)
+    double w = 0;
+    for (const double e : {constraint, normal, work, minimum, sqrt_inv, inverse_inv}) worst_of(w, e);
+    return w;
   }
 };
 
@@ -89,7 +91,7 @@ inline Violations check_principle(const Problem& p, const VectorXd& qdd, Rng& rn
   const double scale_f = (p.M * qdd).norm() + p.Q.norm() + p.C.norm() + 1e-300;
   const MatrixXd N = null_space(p.A);
   for (int j = 0; j < N.cols(); ++j)
-    v.work = std::max(v.work, std::abs(N.col(j).dot(force)) / scale_f);
+    worst_of(v.work, std::abs(N.col(j).dot(force)) / scale_f);
 
   // Gauss's function of the non-ideal principle, G(x) = (Mx-Q-C)^T M^{-1} (Mx-Q-C).
   const auto llt = p.M.llt();
@@ -102,7 +104,7 @@ inline Violations check_principle(const Problem& p, const VectorXd& qdd, Rng& rn
     const VectorXd dir = N * rng.vector(static_cast<int>(N.cols()), -1, 1);
     const VectorXd step = dir.normalized() * rng.uniform(1e-3, 1.0) * (1 + qdd.norm());
     const double dg = G(qdd + step) - g0;  // must be > 0
-    if (!(dg > 0)) v.minimum = std::max(v.minimum, -dg / (g0 + 1e-300) + 1e-300);
+    if (!(dg > 0)) worst_of(v.minimum, -dg / (g0 + 1e-300) + 1e-300);
   }
 
   const MatrixXd S = sym_sqrt(p.M);

@@ -93,8 +93,10 @@ template <class Mo>
 double max_state_diff(const Batch<Mo>& a, const Batch<Mo>& b) {
   double d = 0;
   for (int i = 0; i < a.size(); ++i)
-    for (int j = 0; j < Mo::n; ++j)
-      d = std::max({d, std::abs(a.q(i, j) - b.q(i, j)), std::abs(a.qd(i, j) - b.qd(i, j))});
+    for (int j = 0; j < Mo::n; ++j) {
+      worst_of(d, std::abs(a.q(i, j) - b.q(i, j)));
+      worst_of(d, std::abs(a.qd(i, j) - b.qd(i, j)));
+    }
   return d;
 }
 

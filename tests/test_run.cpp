@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "worst.hpp"
 
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
@@ -111,7 +112,8 @@ double ks_distance(std::vector<double> x, Cdf cdf) {
   double d = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double F = cdf(x[i]);
-    d = std::max({d, F - static_cast<double>(i) / n, static_cast<double>(i + 1) / n - F});
+    worst_of(d, F - static_cast<double>(i) / n);
+    worst_of(d, static_cast<double>(i + 1) / n - F);
   }
   return d;
 }

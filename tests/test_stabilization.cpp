@@ -247,7 +247,7 @@ TEST(Drift, EnergyErrorIsFourthOrderWithEveryOption) {
       double err = 0;
       for (long active = 1; active > 0;) {
         active = integrate(b, Backend::cpu, r, 25).active;
-        err = std::max(err, std::abs(energy(b, 0) - e0));
+        worst_of(err, std::abs(energy(b, 0) - e0));
       }
       std::printf("[ energy   ] %-10s dt %.0e  max |E - E0| %.3e  ratio %.2f\n",
                   std::string(to_string(st)).c_str(), dt, err, prev > 0 ? prev / err : 0.0);
@@ -275,7 +275,7 @@ TEST(Drift, StabilisationDoesNotChangeAWellResolvedTrajectory) {
     integrate(b, Backend::cpu, {.dt = 1e-3, .t_end = 10.0, .stabilization = st});
     double err = 0;
     for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < Mo::n; ++j) err = std::max(err, std::abs(b.q(i, j) - truth.q(i, j)));
+      for (int j = 0; j < Mo::n; ++j) worst_of(err, std::abs(b.q(i, j) - truth.q(i, j)));
     std::printf("[ resolved ] %-10s max |q - q_fine| %.3e\n", std::string(to_string(st)).c_str(), err);
     if (st == Stabilization::none) {
       err_none = err;
