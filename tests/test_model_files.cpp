@@ -251,7 +251,7 @@ TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
 TEST(ModelFiles, BadFilesSayWhereAndWhat) {
   // Each file marks the line the message must name with "// expect-error:
   // TEXT"; the message must have FILE:LINE and TEXT, the exit code is 2, and
-  // nothing is left in the cache.
+  // nothing is left in the cache but the entries' empty lock files.
   const fs::path cache = fresh_dir("bad") / "cache";
   int checked = 0;
   for (const auto& e : fs::directory_iterator(kBad)) {
