@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -18,12 +19,55 @@
 
 namespace ukb::test {
 
-// A file name of this process and test: ctest runs tests in parallel.
+// The directory of this process's test files, TempDir()/ukb_test_PID/
+// (ctest runs each test in a process of its own, several at once): made
+// when first asked for, removed after the last test if every test passed,
+// kept with its path printed if one failed.
+inline const std::filesystem::path& scratch_dir() {
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path d =
+        std::filesystem::path(::testing::TempDir()) / ("ukb_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+namespace detail {
+inline bool scratch_made = false;
+
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!scratch_made) return;
+    namespace fs = std::filesystem;
+    const fs::path& dir = scratch_dir();
+    if (!::testing::UnitTest::GetInstance()->Passed()) {
+      std::cerr << "ukb test: a test failed; its files are kept in " << dir.string() << "\n";
+      return;
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) {  // a test may leave a directory without write permission
+      for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->is_directory(ec)) fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+      fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
+      ec.clear();
+      fs::remove_all(dir, ec);
+    }
+    if (ec) std::cerr << "ukb test: cannot remove " << dir.string() << ": " << ec.message() << "\n";
+  }
+};
+// Registered once per test executable (an inline variable).
+inline ::testing::Environment* const scratch_cleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+}  // namespace detail
+
+// A file name of this test in scratch_dir().
 inline std::string unique_path(const std::string& leaf) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (std::filesystem::path(::testing::TempDir()) /
-          ("ukb_" + std::to_string(getpid()) + "_" + info->name() + "_" + leaf))
-      .string();
+  detail::scratch_made = true;
+  return (scratch_dir() / (std::string(info->name()) + "_" + leaf)).string();
 }
 
 // The whole content of a file ("" if it cannot be read).

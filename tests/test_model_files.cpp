@@ -62,8 +62,9 @@ fs::path example_config(const fs::path& dir, const std::string& name, long sampl
   return cfg;
 }
 
-// One shared cache for the examples (they are compiled once for the suite).
-fs::path example_cache() { return fs::path(::testing::TempDir()) / "ukb_test_model_cache"; }
+// One shared cache for the examples (they are compiled once for the suite),
+// in the build tree (tests/CMakeLists.txt).
+fs::path example_cache() { return UKB_TEST_MODEL_CACHE; }
 
 // "UKB_TOOLCHAIN=PATH ": the build's toolchain record with `level` in place
 // of -O1/-O2/-O3/-Os among the C++ compiler's flags (cxx_flags; a record

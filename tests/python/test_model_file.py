@@ -22,11 +22,11 @@ def resting_position(x0, mu, k=10.0, m=1.0, g=9.81):
 
 def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
     # The cache of the C++ model-file tests (tests/test_model_files.cpp,
-    # example_cache): ctest runs this after the test that compiles
-    # spring_block.hpp there, so the plugin is found, not compiled again
-    # (either way the module loads it through the same code).
-    import tempfile
-    monkeypatch.setenv("UKB_CACHE_DIR", os.path.join(tempfile.gettempdir(), "ukb_test_model_cache"))
+    # example_cache; ctest sets UKB_TEST_MODEL_CACHE): ctest runs this after
+    # the test that compiles spring_block.hpp there, so the plugin is found,
+    # not compiled again (either way the module loads it through the same
+    # code). Run alone, it compiles into a cache of its own.
+    monkeypatch.setenv("UKB_CACHE_DIR", os.environ.get("UKB_TEST_MODEL_CACHE", str(tmp_path / "cache")))
     path = os.path.join(source_dir, "examples", "models", "spring_block.hpp")
     M = ukb.model(path)
     assert M.name == "spring_block" and M.coords == ["x", "y"]
