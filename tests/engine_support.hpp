@@ -35,18 +35,14 @@ struct RandomBatch {
   }
 };
 
-/// Calls f.template operator()<Model>() for every built-in model template
-/// (UKB_BUILTIN_MODELS); under the sanitizers for ModelKinds' (support.hpp).
+/// Calls f.template operator()<Model>() for TestedModels' model templates
+/// (support.hpp: every built-in model, ModelKinds' under the sanitizers).
 /// The engine and emulation tests, which these per-model instances
 /// dominate, took about 230 of the sanitizer build's 510-580 CPU-seconds
 /// with every model (2026-11-25).
 template <class F>
 void for_each_model_template(F&& f) {
-  if constexpr (sanitized) {
-    ModelKinds::for_each_template(f);
-  } else {
-    models::Builtin::for_each_template(f);
-  }
+  TestedModels::for_each_template(f);
 }
 
 /// Max over systems of |x_i - y_i| / max(|y_i|, 1) for a per-system vector

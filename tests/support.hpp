@@ -8,6 +8,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "ukb/models/all.hpp"
 #include "ukb/reference.hpp"
@@ -248,18 +249,19 @@ void for_each_model(F&& f) {
 using ModelKinds = models::ModelList<models::BeadOnRing, models::RedundantPendulum, models::PlanarChain12,
                                      models::ChaplyginSleigh, models::RollingSphere>;
 
-/// for_each_model in the main build; ModelKinds' models (in double) under
-/// the sanitizers. The per-model instances dominate the engine tests'
+/// The models of the engine, emulation, kernel and stabilisation tests'
+/// per-model loops: every built-in model in the main build, ModelKinds'
+/// under the sanitizers. The per-model instances dominate those tests'
 /// compile: with every model the sanitizer build compiled the unit of
 /// test_kernels.cpp in 144 s and that of test_stabilization.cpp in 125 s,
 /// with ModelKinds' in 125 s and 115 s (clang 14, two at a time on 2 cores,
 /// 2026-11-27).
+using TestedModels = std::conditional_t<sanitized, ModelKinds, models::Builtin>;
+
+/// Calls f.template operator()<Mo>() for TestedModels' models in double.
 template <class F>
 void for_each_model_or_kind(F&& f) {
-  if constexpr (sanitized)
-    ModelKinds::for_each<double>(f);
-  else
-    models::Builtin::for_each<double>(f);
+  TestedModels::for_each<double>(f);
 }
 
 }  // namespace ukb::test

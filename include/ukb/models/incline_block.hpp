@@ -27,8 +27,9 @@ namespace ukb::models {
 /// s'' = g (sin alpha + mu cos alpha) towards the bottom.
 ///
 /// Monitoring and `ukb run`: residuals phi = x sin(alpha) + y cos(alpha) and
-/// its rate (also the row's constraint, for stabilisation); V = m g y; natural quantities s (distance from the origin along
-/// the line, positive down the slope) and v = s'. Stick-slip: the event is
+/// its rate (also the row's constraint, for stabilisation); V = m g y;
+/// natural quantities s (distance from the origin along the line, positive
+/// down the slope) and v = s'. Stick-slip: the event is
 /// v; at its zero the block sticks for good when tan(alpha) <= mu, else it
 /// slides on (down the slope).
 template <class T>
