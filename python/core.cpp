@@ -425,6 +425,7 @@ py::dict run(const std::string& text, const std::string& path, const std::string
   d["crosschecked"] = out.crosschecked;
   d["crosscheck_pass"] = out.crosscheck_pass;
   d["crosscheck_verdict"] = out.crosscheck_verdict;
+  d["warnings"] = ukb::run::warnings(out);
   d["write_npy"] = c.write_npy;
   d["write_csv"] = c.write_csv;
   if (raised) {

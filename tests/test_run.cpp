@@ -1002,6 +1002,69 @@ TEST(Outputs, StdoutShowsTheFirstTwelveMediansAndCountsTheRest) {
   EXPECT_NE(r.out.find("  (12 more medians in summary.json)\n"), std::string::npos) << r.out;
 }
 
+TEST(Outputs, TheEndShowsTheLargestResidualsAndWarnsOfUnconvergedProjections) {
+  // The line "largest constraint residuals" gives the largest res_pos_max
+  // and res_vel_max of results.csv; a warning on stderr counts the samples
+  // with projection failures, and there is none where no sample has one.
+  // The ring with projection at tol = 1e-15 and one correction per level:
+  // no correction reaches that tolerance; at the defaults every one does
+  // (StabilisedRunsRecord... below).
+  auto largest = [](const std::string& out) {
+    const std::string head = "  largest constraint residuals: position ";
+    const std::size_t at = out.find(head);
+    EXPECT_NE(at, std::string::npos) << out;
+    if (at == std::string::npos) return std::pair{-1.0, -1.0};
+    std::size_t used = 0;
+    const double pos = std::stod(out.substr(at + head.size()), &used);
+    const std::size_t v = out.find(", velocity ", at + head.size() + used);
+    EXPECT_EQ(v, at + head.size() + used) << out;
+    return std::pair{pos, std::stod(out.substr(v + 11))};
+  };
+  auto max_of = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) worst_of(m, x);
+    return m;
+  };
+  for (const std::string tol : {"1e-15", ""}) {
+    SCOPED_TRACE(tol.empty() ? "defaults" : "tol = " + tol);
+    const std::string cfg = unique_path("c" + tol + ".toml"), dir = unique_path("o" + tol);
+    std::string stab = "[stabilization]\nmethod = \"projection\"\n";
+    if (!tol.empty()) stab += "tol = " + tol + "\nmax_iter = 1\n";
+    std::ofstream(cfg) << ring_toml(6) + stab;
+    const CliRun r = run_cli("run " + cfg + " --out " + dir + " --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const Csv f(fs::path(dir) / "results.csv");
+    const auto [pos, vel] = largest(r.out);
+    EXPECT_NEAR(pos, max_of(f.num("res_pos_max")), 1e-8 * max_of(f.num("res_pos_max"))) << r.out;
+    EXPECT_NEAR(vel, max_of(f.num("res_vel_max")), 1e-8 * max_of(f.num("res_vel_max"))) << r.out;
+    long failing = 0;
+    for (double x : f.num("projection_failures")) failing += x > 0;
+    if (tol.empty()) {
+      EXPECT_EQ(failing, 0);
+      EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    } else {
+      EXPECT_EQ(failing, 6);
+      EXPECT_NE(r.err.find("ukb run: warning: 6 of 6 samples had projections that did not reach stabilization.tol"),
+                std::string::npos)
+          << r.err;
+    }
+  }
+  // A coarse step drifts off the ring (RK4 without stabilisation: the
+  // residual grows like dt^4): the line shows it.
+  const std::string cfg = unique_path("coarse.toml"), dir = unique_path("coarse");
+  const std::string fine = ring_toml(4, "", "0.05");
+  std::string text = fine;
+  text.replace(text.find("dt = 0.01"), 9, "dt = 0.2");
+  std::ofstream(cfg) << text;
+  const CliRun coarse = run_cli("run " + cfg + " --out " + dir + " --quiet");
+  ASSERT_EQ(coarse.code, 0) << coarse.err;
+  const std::string cfg_fine = unique_path("fine.toml");
+  std::ofstream(cfg_fine) << fine;
+  const CliRun small = run_cli("run " + cfg_fine + " --out " + dir + "-fine --quiet");
+  ASSERT_EQ(small.code, 0) << small.err;
+  EXPECT_GT(largest(coarse.out).first, 1e3 * largest(small.out).first) << coarse.out << small.out;
+}
+
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
   // A ring bead released at omega = 50 drifts off the ring by about 1e-3
   // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =

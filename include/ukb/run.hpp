@@ -193,10 +193,25 @@ struct Outcome {
   /// Medians over the successful samples of t_stop and of the natural final
   /// quantities (e.g. theta_final), where any are finite.
   std::vector<std::pair<std::string, double>> medians;
+  /// The largest res_pos_max and res_vel_max over every sample (model
+  /// units; NaN where the run has no such column or no finite value): how
+  /// far the integration drifted off the constraints.
+  double res_pos_max = std::numeric_limits<double>::quiet_NaN();
+  double res_vel_max = std::numeric_limits<double>::quiet_NaN();
+  /// Samples with an inconsistent step (column inconsistent > 0: q'' was a
+  /// least-squares compromise there) and with a projection that did not
+  /// converge (projection_failures > 0).
+  long inconsistent_samples = 0;
+  long projection_failure_samples = 0;
   bool crosschecked = false;       ///< a cross-check ran (ExecuteOptions::crosscheck)
   bool crosscheck_pass = true;     ///< ... and every column was within its tolerance
   std::string crosscheck_verdict;  ///< its one-line verdict (CrosscheckReport::verdict)
 };
+
+/// The warnings of a completed run, one sentence each, none where all is
+/// well: the samples with inconsistent steps and with projection failures
+/// (`ukb run` prints them on stderr, ukb.run raises RuntimeWarnings).
+std::vector<std::string> warnings(const Outcome& o);
 
 /// The samples integrated together where the config gives no
 /// `integrator.chunk`: 65536 on the cpu and reference backends (progress

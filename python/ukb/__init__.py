@@ -521,7 +521,9 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     there and compared (`ukb run --crosscheck`; README, "Cross-checking
     backends in your CI"); the report (crosscheck.json) is
     summary["crosscheck"], with "pass" and "verdict", and a failure also
-    gives a RuntimeWarning.
+    gives a RuntimeWarning. Samples with inconsistent steps or projection
+    failures (the columns inconsistent, projection_failures) give a
+    RuntimeWarning each, as `ukb run` warns of them.
 
     Returns (table, summary): the per-sample table (ukb.Table, a structured
     array; table.to_pandas()) and summary.json as a dict.
@@ -578,6 +580,8 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
             raise raised  # from on_chunk, during the last chunk: the run completed (with out=, its files are there)
         if raised is not None:
             warnings.warn("ukb.run: Ctrl-C came during the last chunk; the run completed", RuntimeWarning, stacklevel=2)
+        for w in d["warnings"]:
+            warnings.warn("ukb.run: " + w, RuntimeWarning, stacklevel=2)
         table = _read_table(out_dir, d)
         with open(os.path.join(out_dir, "summary.json")) as f:
             summary = json.load(f)

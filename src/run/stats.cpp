@@ -132,6 +132,17 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
       o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
     }
   });
+  // What the end of `ukb run` reports beside the medians (every sample).
+  for (const Column& col : t.cols) {
+    if (col.name == "res_pos_max" || col.name == "res_vel_max") {
+      double& worst = col.name == "res_pos_max" ? result.res_pos_max : result.res_vel_max;
+      for (double x : col.d)
+        if (std::isfinite(x) && !(x <= worst)) worst = x;  // worst starts as NaN
+    } else if (col.integer && (col.name == "inconsistent" || col.name == "projection_failures")) {
+      long& n = col.name == "inconsistent" ? result.inconsistent_samples : result.projection_failure_samples;
+      n = static_cast<long>(std::count_if(col.i.begin(), col.i.end(), [](std::int64_t x) { return x > 0; }));
+    }
+  }
   for (std::size_t k = 0; k < todo.size(); ++k) {
     const std::string& name = todo[k]->name;
     bool headline = name == "t_stop";
@@ -141,6 +152,20 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
     sum["observables"][name] = std::move(obs[k]);
   }
   return sum;
+}
+
+std::vector<std::string> warnings(const Outcome& o) {
+  std::vector<std::string> w;
+  const std::string of = " of " + std::to_string(o.samples) + " samples had ";
+  if (o.inconsistent_samples > 0)
+    w.push_back(std::to_string(o.inconsistent_samples) + of +
+                "steps with contradicting constraint rows (column 'inconsistent'): there q'' satisfies A q'' = b only "
+                "in the least-squares sense");
+  if (o.projection_failure_samples > 0)
+    w.push_back(std::to_string(o.projection_failure_samples) + of +
+                "projections that did not reach stabilization.tol in max_iter corrections (column "
+                "'projection_failures')");
+  return w;
 }
 
 }  // namespace ukb::run

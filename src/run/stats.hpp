@@ -17,8 +17,9 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
 
 /// summary.json of a finished table: the counts per status and the
 /// statistics of every observable, each by one of `threads` threads (0: all
-/// cores; the same bytes for any count); fills result's status counts and
-/// medians.
+/// cores; the same bytes for any count); fills result's status counts,
+/// medians, largest residuals and the counts of samples with inconsistent
+/// steps and with projection failures.
 nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads);
 
 }  // namespace ukb::run

@@ -6,8 +6,10 @@ import json
 import os
 import signal
 import tomllib
+import warnings
 
 import numpy as np
+import pytest
 
 import ukb
 from conftest import cli
@@ -198,3 +200,23 @@ def test_cross_checks_from_python_pass_and_a_planted_error_fails_naming_its_samp
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("error")
         ukb.run(config, progress=False, crosscheck="reference", crosscheck_samples=10)  # passes: no warning
+
+
+def test_unconverged_projections_give_the_warning_of_ukb_run(source_dir):
+    # The demo's ring with projection at tol = 1e-15 and one correction per
+    # level: no correction reaches that tolerance (as in the C++ test
+    # Outputs.TheEndShowsTheLargestResidualsAndWarnsOfUnconvergedProjections).
+    # The warning counts the samples whose projection_failures is above 0,
+    # as `ukb run` does on stderr; at the defaults there is none.
+    config = tomllib.loads(demo_text(source_dir, 6))
+    config["integrator"]["t_end"] = 3.0
+    config["stabilization"] = {"method": "projection", "tol": 1e-15, "max_iter": 1}
+    with pytest.warns(RuntimeWarning, match=r"ukb.run: 6 of 6 samples had projections that did not reach") as got:
+        table, _ = ukb.run(config, progress=False)
+    assert (table["projection_failures"] > 0).sum() == 6
+    assert len(got) == 1
+    del config["stabilization"]["tol"], config["stabilization"]["max_iter"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table, _ = ukb.run(config, progress=False)
+    assert (table["projection_failures"] == 0).all()
