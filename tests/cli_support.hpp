@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,16 +22,21 @@
 
 namespace ukb::test {
 
-// The directory of this process's test files, TempDir()/ukb_test_PID/
-// (ctest runs each test in a process of its own, several at once): made
+// The directory of this process's test files, TempDir()/ukb_test_PID_XXXXXX/
+// (ctest runs each test in a process of its own, several at once; mkdtemp:
+// a recycled PID never finds the files that an earlier failure kept): made
 // when first asked for, removed after the last test if every test passed,
-// kept with its path printed if one failed.
+// kept with its path printed if one failed (a crash or ctest's timeout
+// keeps it without the message).
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    const std::filesystem::path d =
-        std::filesystem::path(::testing::TempDir()) / ("ukb_test_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
+    std::string name =
+        (std::filesystem::path(::testing::TempDir()) / ("ukb_test_" + std::to_string(getpid()) + "_XXXXXX")).string();
+    if (::mkdtemp(name.data()) == nullptr) {
+      ADD_FAILURE() << "cannot make a directory like " << name << ": " << std::strerror(errno);
+      std::abort();
+    }
+    return std::filesystem::path(name);
   }();
   return dir;
 }
@@ -59,14 +67,19 @@ class ScratchCleanup : public ::testing::Environment {
     if (ec) std::cerr << "ukb test: cannot remove " << dir.string() << ": " << ec.message() << "\n";
   }
 };
-// Registered once per test executable (an inline variable).
+// Registered once per test executable (an inline variable; unique_path
+// names it, so that its initialisation cannot be deferred away).
 inline ::testing::Environment* const scratch_cleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 }  // namespace detail
 
-// A file name of this test in scratch_dir().
+// A file name of this test in scratch_dir() (made again where the
+// directory was removed: --gtest_repeat tears the environment down after
+// every repetition).
 inline std::string unique_path(const std::string& leaf) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  (void)detail::scratch_cleanup;
   detail::scratch_made = true;
+  std::filesystem::create_directories(scratch_dir());
   return (scratch_dir() / (std::string(info->name()) + "_" + leaf)).string();
 }
 

@@ -193,9 +193,10 @@ struct Outcome {
   /// Medians over the successful samples of t_stop and of the natural final
   /// quantities (e.g. theta_final), where any are finite.
   std::vector<std::pair<std::string, double>> medians;
-  /// The largest res_pos_max and res_vel_max over every sample (model
-  /// units; NaN where the run has no such column or no finite value): how
-  /// far the integration drifted off the constraints.
+  /// The largest res_pos_max and res_vel_max over every sample, whatever
+  /// its status (model units; infinity where one overflowed; NaN where the
+  /// run has no such column or every value is NaN): how far the
+  /// integration drifted off the constraints.
   double res_pos_max = std::numeric_limits<double>::quiet_NaN();
   double res_vel_max = std::numeric_limits<double>::quiet_NaN();
   /// Samples with an inconsistent step (column inconsistent > 0: q'' was a

@@ -580,11 +580,11 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
             raise raised  # from on_chunk, during the last chunk: the run completed (with out=, its files are there)
         if raised is not None:
             warnings.warn("ukb.run: Ctrl-C came during the last chunk; the run completed", RuntimeWarning, stacklevel=2)
-        for w in d["warnings"]:
-            warnings.warn("ukb.run: " + w, RuntimeWarning, stacklevel=2)
         table = _read_table(out_dir, d)
         with open(os.path.join(out_dir, "summary.json")) as f:
             summary = json.load(f)
+        for w in d["warnings"]:
+            warnings.warn("ukb.run: " + w, RuntimeWarning, stacklevel=2)
         if d["crosschecked"]:
             with open(os.path.join(out_dir, "crosscheck.json")) as f:
                 summary["crosscheck"] = json.load(f)

@@ -593,7 +593,7 @@ int cmd_run(const RunArgs& a) {
     out << "  median " << o.medians[k].first << " = " << o.medians[k].second << '\n';
   if (o.medians.size() > shown)
     out << "  (" << o.medians.size() - shown << " more medians in summary.json)\n";
-  if (std::isfinite(o.res_pos_max) || std::isfinite(o.res_vel_max))
+  if (!std::isnan(o.res_pos_max) || !std::isnan(o.res_vel_max))
     out << "  largest constraint residuals: position " << o.res_pos_max << ", velocity " << o.res_vel_max
         << " (res_pos_max, res_vel_max)\n";
   out << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")

@@ -136,8 +136,8 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
   for (const Column& col : t.cols) {
     if (col.name == "res_pos_max" || col.name == "res_vel_max") {
       double& worst = col.name == "res_pos_max" ? result.res_pos_max : result.res_vel_max;
-      for (double x : col.d)
-        if (std::isfinite(x) && !(x <= worst)) worst = x;  // worst starts as NaN
+      for (double x : col.d)  // worst starts as NaN; an infinite residual is the largest
+        if (!std::isnan(x) && !(x <= worst)) worst = x;
     } else if (col.integer && (col.name == "inconsistent" || col.name == "projection_failures")) {
       long& n = col.name == "inconsistent" ? result.inconsistent_samples : result.projection_failure_samples;
       n = static_cast<long>(std::count_if(col.i.begin(), col.i.end(), [](std::int64_t x) { return x > 0; }));
