@@ -208,45 +208,72 @@ TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
   EXPECT_FALSE(compiled(r)) << r.err;
   EXPECT_EQ(default_k(r), 1.0);
   // An included file edited: rebuilt, with the new value.
-  write(dir / "stiffness.hpp", "#pragma once\ninline constexpr double kDefault = 2.5;\n");
+  const std::string stiffness = "#pragma once\ninline constexpr double kDefault = 2.5;\n";
+  write(dir / "stiffness.hpp", stiffness);
   r = ukb_with_cache(cache, describe, env);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(compiled(r));
   EXPECT_NE(r.err.find("stiffness.hpp' has changed"), std::string::npos) << r.err;
   EXPECT_EQ(default_k(r), 2.5);
-  // The header itself edited: a new entry.
-  write(dir / "point.hpp", model + "// an edit\n");
-  r = ukb_with_cache(cache, describe, env);
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(compiled(r));
-  // The two entries: this header's (the newer) and the one before the edit.
   std::vector<fs::path> entries;
   for (const auto& e : fs::directory_iterator(cache))
     if (e.path().filename().string()[0] != '.') entries.push_back(e.path());
-  ASSERT_EQ(entries.size(), 2u);
-  if (fs::last_write_time(entries[0] / "plugin.so") < fs::last_write_time(entries[1] / "plugin.so"))
-    std::swap(entries[0], entries[1]);
-  const fs::path entry = entries[0], other = entries[1];
-  ASSERT_FALSE(entry.empty());
-  ASSERT_FALSE(other.empty());
-  // A damaged plugin is not loaded: rebuilt.
+  ASSERT_EQ(entries.size(), 1u) << "the rebuild replaced the stale entry";
+  const fs::path entry = entries[0];
+
+  // What follows is what ukb decides before it compiles: which entry a file
+  // has, and whether its plugin may be loaded. A rebuild that ukb starts
+  // fails at once (the first step, g++ -fsyntax-only, a second): a line of
+  // stiffness.hpp does not compile. The successful rebuild of a stale entry
+  // is the step above (about 13 s a compile).
+  const std::string marker = "ukb test: a compile was started";
+  write(dir / "stiffness.hpp", stiffness + "static_assert(false, \"" + marker + "\");\n");
+  auto started_and_failed = [&](const CliRun& run) {
+    EXPECT_EQ(run.code, 2) << run.err;
+    EXPECT_TRUE(compiled(run)) << run.err;
+    EXPECT_NE(run.err.find(marker), std::string::npos) << run.err;
+  };
+  // The header itself edited: a new entry ("first use"), not the old one.
+  write(dir / "point.hpp", model + "// an edit\n");
+  r = ukb_with_cache(cache, describe, env);
+  started_and_failed(r);
+  EXPECT_NE(r.err.find("first use"), std::string::npos) << r.err;
+  write(dir / "point.hpp", model);
+  // A damaged plugin is not loaded: a rebuild is started.
+  const std::string so = slurp(entry / "plugin.so");
   {
     std::fstream f(entry / "plugin.so", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(64);
     f.write("damaged!", 8);
   }
   r = ukb_with_cache(cache, describe, env);
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
-  // A foreign plugin (another entry's, with its manifest) is not loaded: rebuilt.
-  fs::copy_file(other / "plugin.so", entry / "plugin.so", fs::copy_options::overwrite_existing);
-  fs::copy_file(other / "manifest", entry / "manifest", fs::copy_options::overwrite_existing);
+  started_and_failed(r);
+  EXPECT_NE(r.err.find("plugin.so is missing or damaged"), std::string::npos) << r.err;
+  write(entry / "plugin.so", so);
+  // A plugin whose manifest names another file's key (as another entry's
+  // would) is not loaded: a rebuild is started.
+  const std::string manifest = slurp(entry / "manifest");
+  std::smatch key;
+  ASSERT_TRUE(std::regex_search(manifest, key, std::regex("\nkey ([0-9a-f])"))) << manifest;
+  write(entry / "manifest", manifest.substr(0, std::size_t(key.position(1))) + (key.str(1) == "0" ? "1" : "0") +
+                                manifest.substr(std::size_t(key.position(1)) + 1));
   r = ukb_with_cache(cache, describe, env);
-  ASSERT_EQ(r.code, 0) << r.err;
+  started_and_failed(r);
   EXPECT_NE(r.err.find("built for another file"), std::string::npos) << r.err;
-  EXPECT_EQ(default_k(r), 2.5);
+  write(entry / "manifest", manifest);
+  // Every file as it was: the entry is used again, untouched by the failed
+  // rebuilds, and nothing else is left in the cache but lock files.
+  write(dir / "stiffness.hpp", stiffness);
   r = ukb_with_cache(cache, describe, env);
-  EXPECT_FALSE(compiled(r)) << "the rebuilt entry is used again: " << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(compiled(r)) << r.err;
+  EXPECT_EQ(default_k(r), 2.5);
+  std::string left;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    const std::string name = e.path().filename().string();
+    if (e.path() != entry && !(name[0] == '.' && name.ends_with(".lock"))) left += name + " ";
+  }
+  EXPECT_EQ(left, "") << "nothing left behind by the failed rebuilds";
 }
 
 TEST(ModelFiles, BadFilesSayWhereAndWhat) {
@@ -315,63 +342,52 @@ TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {
   EXPECT_FALSE(fs::exists(cache) && !fs::is_empty(cache)) << "nothing written";
 }
 
-TEST(ModelFiles, AMassDiagonalThatIsNotTheDiagonalOfMassIsRefused) {
+TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
   if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
-  // mass gives diag(m, 2 m), mass_diagonal (m, m): the cpu backend would
-  // integrate another system than the reference. Refused at the first
-  // sample's initial state, before any work, on every backend.
-  const fs::path dir = fresh_dir("diagonal_mismatch");
+  // Refused at the first sample's initial state, before any work: the
+  // checks precede the backend, here cpu and reference; and by ukb accel.
+  // Both models are in one file: one plugin compile for the two.
+  const fs::path dir = fresh_dir("mismatches");
   const fs::path cache = example_cache();  // the record's text is part of the key
-  const std::string env = toolchain_at(dir, "-O1");  // its refusal under test, not its speed
-  const fs::path model = kBad / "diagonal_mismatch.hpp";
-  write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
-                              "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
-  for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(cache, "run " + sh(dir / "run.toml") + " --backend " + be + " --out " + sh(dir / be) +
-                                       " --quiet", env);
-    EXPECT_EQ(r.code, 2) << be << ": " << r.err;
-    EXPECT_NE(r.err.find(model.string() + ": model 'slider': mass and mass_diagonal disagree at the initial state of "
-                                           "sample 0: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
-              std::string::npos)
-        << be << ": " << r.err;
-    EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
+  const std::string env = toolchain_at(dir, "-O1");  // the refusals under test, not the speed
+  const fs::path file = kBad / "mismatches.hpp";
+  struct Case {
+    std::string id, run, accel;
+  };
+  const std::vector<Case> cases = {
+      // mass gives diag(m, 2 m), mass_diagonal (m, m): the cpu backend would
+      // integrate another system than the reference.
+      {"DiagonalSlider",
+       "model 'diagonal_slider': mass and mass_diagonal disagree at the initial state of sample 0: mass gives "
+       "M[1][1] = 2, mass_diagonal gives d[1] = 1",
+       "mass and mass_diagonal disagree at --q: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"},
+      // Row 0 of A is (x, 1), declared to lie in column 0 alone: the cpu
+      // backend would drop the term of y. x = 0 at the initial state: only
+      // the undeclared entry is nonzero.
+      {"ColumnsSlider",
+       "model 'columns_slider': constraints and constraint_columns disagree at the initial state of sample 0: "
+       "constraints gives A[0][1] = 1, outside row 0's constraint_columns [0, 1) (A must be zero outside each row's "
+       "constraint_columns)",
+       "constraints and constraint_columns disagree at --q, --qd: constraints gives A[0][1] = 1, outside row 0's "
+       "constraint_columns [0, 1)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.id);
+    const std::string spec = file.string() + ":" + c.id;
+    write(dir / "run.toml", "model = \"" + spec + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
+                                "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
+    for (const std::string be : {"cpu", "reference"}) {
+      const fs::path out = dir / (c.id + "-" + be);
+      const CliRun r = ukb_with_cache(cache, "run " + sh(dir / "run.toml") + " --backend " + be + " --out " + sh(out) +
+                                         " --quiet", env);
+      EXPECT_EQ(r.code, 2) << be << ": " << r.err;
+      EXPECT_NE(r.err.find(spec + ": " + c.run), std::string::npos) << be << ": " << r.err;
+      EXPECT_FALSE(fs::exists(out / "results.csv")) << be << ": nothing written";
+    }
+    const CliRun r = ukb_with_cache(cache, "accel --model " + sh(spec) + " --q 0,0 --qd 1,0 --backend cpu", env);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.accel), std::string::npos) << r.err;
   }
-  // ukb accel, the same.
-  const CliRun r = ukb_with_cache(cache, "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu", env);
-  EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("mass and mass_diagonal disagree at --q: mass gives M[1][1] = 2, mass_diagonal gives d[1] = 1"),
-            std::string::npos)
-      << r.err;
-}
-
-TEST(ModelFiles, ConstraintColumnsThatMissANonzeroOfAAreRefused) {
-  if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
-  // Row 0 of A is (x, 1), declared to lie in column 0 alone: the cpu
-  // backend would drop the term of y. Refused at the first sample's initial
-  // state (x = 0 there: only the undeclared entry is nonzero), before any
-  // work: the check precedes the backend, here cpu and reference.
-  const fs::path dir = fresh_dir("columns_mismatch");
-  const fs::path cache = example_cache();  // the record's text is part of the key
-  const std::string env = toolchain_at(dir, "-O1");  // its refusal under test, not its speed
-  const fs::path model = kBad / "columns_mismatch.hpp";
-  write(dir / "run.toml", "model = \"" + model.string() + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
-                              "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
-  const std::string why =
-      "constraints gives A[0][1] = 1, outside row 0's constraint_columns [0, 1) (A must be zero outside each row's "
-      "constraint_columns)";
-  for (const std::string be : {"cpu", "reference"}) {
-    const CliRun r = ukb_with_cache(cache, "run " + sh(dir / "run.toml") + " --backend " + be + " --out " + sh(dir / be) +
-                                       " --quiet", env);
-    EXPECT_EQ(r.code, 2) << be << ": " << r.err;
-    EXPECT_NE(r.err.find(model.string() + ": model 'slider': constraints and constraint_columns disagree at the "
-                                           "initial state of sample 0: " + why),
-              std::string::npos)
-        << be << ": " << r.err;
-    EXPECT_FALSE(fs::exists(dir / be / "results.csv")) << be << ": nothing written";
-  }
-  const CliRun r = ukb_with_cache(cache, "accel --model " + sh(model) + " --q 0,0 --qd 1,0 --backend cpu", env);
-  EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("constraints and constraint_columns disagree at --q, --qd: " + why), std::string::npos) << r.err;
 }
 
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
