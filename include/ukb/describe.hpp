@@ -147,6 +147,56 @@ Evaluation evaluate_one(Backend be, std::span<const double> values, const double
   return e;
 }
 
+/// Why mass_diagonal does not give the diagonal of mass at (q, t), or ""
+/// (ModelInfo::mass_diagonal_mismatch).
+template <Model Mo>
+std::string mass_diagonal_mismatch(std::span<const double> values, const double* q, double t) {
+  constexpr int n = Mo::n;
+  const typename Mo::Params p = params_from<Mo>(values);
+  double M[n * n], d[n];
+  Mo::mass(q, t, p, M);
+  Mo::mass_diagonal(q, t, p, d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const double want = i == j ? d[i] : 0.0;
+      // Equal values (a zero of either sign included), or NaN in both
+      // (the kernels then fail the system as the reference does).
+      if (M[i * n + j] == want || (i == j && std::isnan(want) && std::isnan(M[i * n + j]))) continue;
+      char text[160];
+      if (i == j)
+        std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g, mass_diagonal gives d[%d] = %.17g", i, j,
+                      M[i * n + j], i, want);
+      else
+        std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g off the diagonal, which mass_diagonal "
+                      "declares zero", i, j, M[i * n + j]);
+      return std::string(text) + " (mass_diagonal must give the diagonal of a diagonal M)";
+    }
+  return {};
+}
+
+/// Why constraints has a nonzero outside a row's constraint_columns at
+/// (q, qd, t), or "" (ModelInfo::constraint_columns_mismatch).
+template <Model Mo>
+std::string constraint_columns_mismatch(std::span<const double> values, const double* q, const double* qd, double t) {
+  constexpr int n = Mo::n;
+  const typename Mo::Params p = params_from<Mo>(values);
+  double A[Mo::m * n], b[Mo::m];
+  Mo::constraints(q, qd, t, p, A, b);
+  for (int i = 0; i < Mo::m; ++i) {
+    const ColumnRange c = constraint_columns_of<Mo>(i);
+    for (int j = 0; j < n; ++j) {
+      // A zero of either sign passes; so does NaN within the row's
+      // columns (the kernels then fail the system as the reference does).
+      if ((j >= c.begin && j < c.end) || A[i * n + j] == 0.0) continue;
+      char text[200];
+      std::snprintf(text, sizeof text, "constraints gives A[%d][%d] = %.17g, outside row %d's constraint_columns "
+                    "[%d, %d)", i, j, A[i * n + j], i, c.begin, c.end);
+      return std::string(text) + " (A must be zero outside each row's constraint_columns)";
+    }
+  }
+  return {};
+}
+
 }  // namespace detail
 
 /// The registry entry of a double-precision model: its name, coordinates,
@@ -177,50 +227,11 @@ ModelInfo describe() {
   };
   info.has_diagonal_mass = HasDiagonalMass<Mo>;
   if constexpr (HasDiagonalMass<Mo>) {
-    info.mass_diagonal_mismatch = [](std::span<const double> values, const double* q, double t) -> std::string {
-      const typename Mo::Params p = params_from<Mo>(values);
-      double M[n * n], d[n];
-      Mo::mass(q, t, p, M);
-      Mo::mass_diagonal(q, t, p, d);
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j) {
-          const double want = i == j ? d[i] : 0.0;
-          // Equal values (a zero of either sign included), or NaN in both
-          // (the kernels then fail the system as the reference does).
-          if (M[i * n + j] == want || (i == j && std::isnan(want) && std::isnan(M[i * n + j]))) continue;
-          char text[160];
-          if (i == j)
-            std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g, mass_diagonal gives d[%d] = %.17g", i, j,
-                          M[i * n + j], i, want);
-          else
-            std::snprintf(text, sizeof text, "mass gives M[%d][%d] = %.17g off the diagonal, which mass_diagonal "
-                          "declares zero", i, j, M[i * n + j]);
-          return std::string(text) + " (mass_diagonal must give the diagonal of a diagonal M)";
-        }
-      return {};
-    };
+    info.mass_diagonal_mismatch = &detail::mass_diagonal_mismatch<Mo>;
   }
   info.has_constraint_columns = HasConstraintColumns<Mo>;
   if constexpr (HasConstraintColumns<Mo>) {
-    info.constraint_columns_mismatch = [](std::span<const double> values, const double* q, const double* qd,
-                                          double t) -> std::string {
-      const typename Mo::Params p = params_from<Mo>(values);
-      double A[Mo::m * n], b[Mo::m];
-      Mo::constraints(q, qd, t, p, A, b);
-      for (int i = 0; i < Mo::m; ++i) {
-        const ColumnRange c = constraint_columns_of<Mo>(i);
-        for (int j = 0; j < n; ++j) {
-          // A zero of either sign passes; so does NaN within the row's
-          // columns (the kernels then fail the system as the reference does).
-          if ((j >= c.begin && j < c.end) || A[i * n + j] == 0.0) continue;
-          char text[200];
-          std::snprintf(text, sizeof text, "constraints gives A[%d][%d] = %.17g, outside row %d's constraint_columns "
-                        "[%d, %d)", i, j, A[i * n + j], i, c.begin, c.end);
-          return std::string(text) + " (A must be zero outside each row's constraint_columns)";
-        }
-      }
-      return {};
-    };
+    info.constraint_columns_mismatch = &detail::constraint_columns_mismatch<Mo>;
   }
   info.evaluate = &detail::evaluate_one<Mo>;
   info.terms = [](std::span<const double> values, const double* q, const double* qd, double t) {
