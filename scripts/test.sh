@@ -9,7 +9,9 @@
 #     run against it, and the installed Python module run; the model file examples/models/rotating_hoop.hpp run by
 #     the installed `ukb run` (a plugin compiled from the installed headers)
 #     gives results.csv bitwise equal to the same model compiled into
-#     custom_model (ukb::run::load_config<Model>), on cpu and reference;
+#     custom_model (ukb::run::load_config<Model>), on cpu and reference (in
+#     the background while stage 3 compiles; its output, build/stage2.log,
+#     is shown when it ends, and a failure of either stops the other);
 #  3. build-san/  clang, CPU only, for this machine's CPU (-march=native: the
 #                 lanes in its widest vectors), AddressSanitizer and
 #                 UndefinedBehaviorSanitizer, -O1; every test; the same build
@@ -85,51 +87,73 @@ config build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON -DUKB_NATIVE=OFF "${extr
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure --timeout 600 -j"$jobs"
 
-stamp "install, then build and run examples/custom_model against the installed package"
-rm -rf build/install build/custom_model build/model-cache-install
-cmake --install build --prefix build/install >/dev/null
-mkdir -p build/custom_model
-# Single-threaded work side by side (this stage took 62-83 s one step after
-# the other on 2 cores, 38-46 s so): the installed `ukb run` compiles the
-# model file into its plugin (one g++, about 14 s) and runs it on cpu while
-# custom_model compiles (its main.cpp by g++, about 35 s, and with CUDA its
-# model's .cu by nvcc); then the two runs on the reference backend (one
-# thread each, about 10 s) at once. A failure stops the stage and the job
-# beside it (the trap).
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-model_file_run() {  # model_file_run BACKEND &  (always a job: exec makes the job ukb itself)
-  UKB_CACHE_DIR="$PWD/build/model-cache-install" exec build/install/bin/ukb run examples/models/rotating_hoop.toml \
-      --backend "$1" --out "build/custom_model/model-file-$1" --quiet
-}
-model_file_run cpu &
-plugin=$!
-cmake -S examples/custom_model -B build/custom_model -DCMAKE_PREFIX_PATH="$PWD/build/install" \
-      -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
-cmake --build build/custom_model -j"$jobs"
-wait "$plugin"
-build/custom_model/custom_model
-build/custom_model/custom_model examples/models/rotating_hoop.toml build/custom_model/compiled-in-cpu cpu
-model_file_run reference &
-reference=$!
-build/custom_model/custom_model examples/models/rotating_hoop.toml build/custom_model/compiled-in-reference reference
-wait "$reference"
-trap - EXIT
-for be in cpu reference; do
-  cmp build/custom_model/compiled-in-$be/results.csv build/custom_model/model-file-$be/results.csv
-  echo "== ukb: $be: results.csv of the model file (installed ukb run) and of the compiled-in model are the same bits"
-done
-# The installed Python package: the same model file through ukb.run gives
-# the installed `ukb run`'s results.csv (its plugin found in the cache).
-pysite=$(ls -d "$PWD"/build/install/lib/python3*/*-packages 2>/dev/null | head -n 1)
-if [ -n "$pysite" ]; then
-  UKB_CACHE_DIR="$PWD/build/model-cache-install" PYTHONPATH="$pysite" /usr/bin/python3 - <<'PY'
+# Stage 2, in a function: it runs in the background beside the sanitizer
+# build (its steps leave a core idle part of the time: about 70 s on their
+# own on 2 cores, most of it single-threaded compiles and runs). Its output
+# goes to build/stage2.log, shown when the sanitizer build has compiled; a
+# failure stops the script there.
+stage2() {
+  rm -rf build/install build/custom_model build/model-cache-install
+  cmake --install build --prefix build/install >/dev/null
+  mkdir -p build/custom_model
+  # Single-threaded work side by side (this stage took 62-83 s one step after
+  # the other on 2 cores, 38-46 s so): the installed `ukb run` compiles the
+  # model file into its plugin (one g++, about 14 s) and runs it on cpu while
+  # custom_model compiles (its main.cpp by g++, about 35 s, and with CUDA its
+  # model's .cu by nvcc); then the two runs on the reference backend (one
+  # thread each, about 10 s) at once. A failure stops the stage and the job
+  # beside it (the trap).
+  trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+  model_file_run() {  # model_file_run BACKEND &  (always a job: exec makes the job ukb itself)
+    UKB_CACHE_DIR="$PWD/build/model-cache-install" exec build/install/bin/ukb run examples/models/rotating_hoop.toml \
+        --backend "$1" --out "build/custom_model/model-file-$1" --quiet
+  }
+  model_file_run cpu &
+  plugin=$!
+  cmake -S examples/custom_model -B build/custom_model -DCMAKE_PREFIX_PATH="$PWD/build/install" \
+        -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
+  cmake --build build/custom_model -j"$jobs"
+  wait "$plugin"
+  build/custom_model/custom_model
+  build/custom_model/custom_model examples/models/rotating_hoop.toml build/custom_model/compiled-in-cpu cpu
+  model_file_run reference &
+  reference=$!
+  build/custom_model/custom_model examples/models/rotating_hoop.toml build/custom_model/compiled-in-reference reference
+  wait "$reference"
+  trap - EXIT
+  for be in cpu reference; do
+    cmp build/custom_model/compiled-in-$be/results.csv build/custom_model/model-file-$be/results.csv
+    echo "== ukb: $be: results.csv of the model file (installed ukb run) and of the compiled-in model are the same bits"
+  done
+  # The installed Python package: the same model file through ukb.run gives
+  # the installed `ukb run`'s results.csv (its plugin found in the cache).
+  pysite=$(ls -d "$PWD"/build/install/lib/python3*/*-packages 2>/dev/null | head -n 1)
+  if [ -n "$pysite" ]; then
+    UKB_CACHE_DIR="$PWD/build/model-cache-install" PYTHONPATH="$pysite" /usr/bin/python3 - <<'PY'
 import filecmp, os, ukb
 assert ukb.__file__.startswith(os.environ["PYTHONPATH"]), ukb.__file__
 ukb.run("examples/models/rotating_hoop.toml", out="build/custom_model/python-cpu", backend="cpu", progress=False)
 assert filecmp.cmp("build/custom_model/python-cpu/results.csv", "build/custom_model/model-file-cpu/results.csv", shallow=False)
 print("== ukb: the installed Python package (" + os.path.dirname(ukb.__file__) + ") gives the same results.csv")
 PY
-fi
+  fi
+}
+
+stamp "install, then build and run examples/custom_model against the installed package (in the background, output in build/stage2.log)"
+rm -f build/stage2.log
+stage2 >build/stage2.log 2>&1 &
+stage2_pid=$!
+# On any exit, what still runs in the background goes, with its children.
+tree() {  # tree PID: PID and its descendants
+  local c
+  echo "$1"
+  for c in $(grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do tree "$c"; done
+}
+stop_background() {
+  local p
+  for p in "$@"; do kill $(tree "$p") 2>/dev/null || true; done
+}
+trap 'stop_background $(jobs -p)' EXIT
 
 stamp "clang build with ASan+UBSan and the fuzz targets (build-san/)"
 # -O1 with line tables only: half the compile time of -O2 -g, with stack
@@ -139,7 +163,29 @@ config build-san -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo 
        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
        -DUKB_ENABLE_CUDA=OFF -DUKB_SANITIZE=ON -DUKB_FUZZ=ON -DUKB_WERROR=ON \
        -DUKB_BUILD_BENCH=OFF -DUKB_BUILD_EXAMPLES=OFF
-cmake --build build-san -j"$jobs"
+cmake --build build-san -j"$jobs" &
+san_pid=$!
+# Whichever ends first; a failure of either stops the other (the trap).
+show_stage2() {  # show_stage2 STATUS
+  stamp "stage 2 ended (build/stage2.log):"
+  cat build/stage2.log
+  if [ "$1" != 0 ]; then
+    echo "== ukb: stage 2 (the installed package, examples/custom_model, the model file) failed; its output is above" >&2
+    exit 1
+  fi
+}
+first=; rc=0
+wait -n -p first "$stage2_pid" "$san_pid" || rc=$?
+if [ "$first" = "$stage2_pid" ]; then
+  show_stage2 "$rc"
+  wait "$san_pid"
+else
+  [ "$rc" = 0 ] || exit "$rc"
+  rc=0
+  wait "$stage2_pid" || rc=$?
+  show_stage2 "$rc"
+fi
+trap - EXIT
 if ! command -v llvm-symbolizer >/dev/null && [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then
   export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 fi
