@@ -1070,6 +1070,37 @@ TEST(Outputs, TheEndShowsTheLargestResidualsAndWarnsOfUnconvergedProjections) {
   EXPECT_GT(largest(coarse.out).first, 1e3 * largest(small.out).first) << coarse.out << small.out;
 }
 
+TEST(Outputs, ContradictingConstraintRowsAreCountedAndWarnedOf) {
+  // The redundant pendulum's rows, x x'' + y y'' = -(x'^2 + y'^2) and
+  // (x x'' + y y'') / r = -(x'^2 + y'^2 - r'^2) / r, agree exactly where the
+  // radial velocity r' is zero. Released off the ring with r' = 0.89 (the
+  // raw state admitted by initial.tolerance), every step's evaluations find
+  // them contradicting over 50 steps: the column counts each step, and a
+  // warning names the samples. On the ring with a tangential velocity
+  // (r' = 0): no count, no warning.
+  for (const bool off : {true, false}) {
+    SCOPED_TRACE(off ? "off the ring, r' = 0.89" : "on the ring, r' = 0");
+    const std::string cfg = unique_path(off ? "off.toml" : "on.toml"), dir = unique_path(off ? "off" : "on");
+    std::ofstream(cfg) << "model = \"redundant_pendulum\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.05\n"
+                       << (off ? "[initial]\nq = [0.3, -1.3]\nqd = [0.5, -0.8]\ntolerance = 10.0\n"
+                               : "[initial]\nq = [0.6, -0.8]\nqd = [0.8, 0.6]\n");
+    const CliRun r = run_cli("run " + cfg + " --out " + dir + " --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const Csv f(fs::path(dir) / "results.csv");
+    EXPECT_EQ(f.text("status"), std::vector<std::string>(4, "finished"));
+    EXPECT_EQ(f.num("steps"), std::vector<double>(4, 50.0));
+    EXPECT_EQ(f.num("inconsistent"), std::vector<double>(4, off ? 50.0 : 0.0));
+    if (off) {
+      EXPECT_NE(r.err.find("ukb run: warning: 4 of 4 samples had steps with contradicting constraint rows (column "
+                           "'inconsistent')"),
+                std::string::npos)
+          << r.err;
+    } else {
+      EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    }
+  }
+}
+
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
   // A ring bead released at omega = 50 drifts off the ring by about 1e-3
   // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =
