@@ -149,11 +149,11 @@ if [ "$(left)" -gt 80 ]; then
   X=/tmp/xc
   mkdir -p "$X" "$O/xc"
   sed -e 's/^samples = .*/samples = 20000/' examples/ring_friction.toml > "$X/ring.toml"
-  xc() {  # name config other samples
+  xc() {  # name config other samples: its verdict and warnings (else the last lines) on the console
     local t; t=$(date +%s%N)
     timeout "$(cap 100)" "$B/bin/ukb" run "$2" --backend cuda --crosscheck "$3" --crosscheck-samples "$4" --out "$X/$1" --quiet > "$X/$1.log" 2>&1
     local rc=$?
-    echo "$1 (cuda vs $3, $4 samples): rc $rc, $((($(date +%s%N) - t) / 1000000)) ms: $(tail -n 2 "$X/$1.log" | tr '\n' ' ')" | tee -a "$O/console.txt"
+    echo "$1 (cuda vs $3, $4 samples): rc $rc, $((($(date +%s%N) - t) / 1000000)) ms: $({ grep -E '^ukb run: (crosscheck|warning)' "$X/$1.log" || tail -n 2 "$X/$1.log"; } | tr '\n' ' ')" | tee -a "$O/console.txt"
     cp "$X/$1/crosscheck.json" "$O/xc/$1.json" 2>/dev/null
     cp "$X/$1.log" "$O/xc/$1.log"
   }
