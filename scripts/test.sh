@@ -26,6 +26,10 @@
 # after a change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501 )); then
+  echo "scripts/test.sh needs bash 5.1 or later (wait -n -p); this is bash $BASH_VERSION" >&2
+  exit 2
+fi
 
 quick=0
 case "${1:-}" in
@@ -87,11 +91,23 @@ config build -DCMAKE_BUILD_TYPE=Release -DUKB_WERROR=ON -DUKB_NATIVE=OFF "${extr
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure --timeout 600 -j"$jobs"
 
+# stop_tree PID...: each process and its descendants (SIGTERM), found in
+# /proc: `ukb run` compiles its plugin in a child process.
+tree() {
+  local c
+  echo "$1"
+  for c in $(grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do tree "$c"; done
+}
+stop_tree() {
+  local p
+  for p in "$@"; do kill $(tree "$p") 2>/dev/null || true; done
+}
+
 # Stage 2, in a function: it runs in the background beside the sanitizer
 # build (its steps leave a core idle part of the time: about 70 s on their
 # own on 2 cores, most of it single-threaded compiles and runs). Its output
-# goes to build/stage2.log, shown when the sanitizer build has compiled; a
-# failure stops the script there.
+# goes to build/stage2.log, shown when it ends; a failure of stage 2 or of
+# the sanitizer build stops the other and the script.
 stage2() {
   rm -rf build/install build/custom_model build/model-cache-install
   cmake --install build --prefix build/install >/dev/null
@@ -102,8 +118,8 @@ stage2() {
   # custom_model compiles (its main.cpp by g++, about 35 s, and with CUDA its
   # model's .cu by nvcc); then the two runs on the reference backend (one
   # thread each, about 10 s) at once. A failure stops the stage and the job
-  # beside it (the trap).
-  trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+  # beside it, with its children (the trap).
+  trap 'stop_tree $(jobs -p)' EXIT
   model_file_run() {  # model_file_run BACKEND &  (always a job: exec makes the job ukb itself)
     UKB_CACHE_DIR="$PWD/build/model-cache-install" exec build/install/bin/ukb run examples/models/rotating_hoop.toml \
         --backend "$1" --out "build/custom_model/model-file-$1" --quiet
@@ -141,19 +157,16 @@ PY
 
 stamp "install, then build and run examples/custom_model against the installed package (in the background, output in build/stage2.log)"
 rm -f build/stage2.log
+# Stage 2 in a process group of its own (set -m; it writes to its log, not
+# to the terminal), so that on any exit (a failure, Ctrl-C) it goes with
+# every process it started; the sanitizer build (ninja and its compilers)
+# with its process tree.
+set -m
 stage2 >build/stage2.log 2>&1 &
 stage2_pid=$!
-# On any exit, what still runs in the background goes, with its children.
-tree() {  # tree PID: PID and its descendants
-  local c
-  echo "$1"
-  for c in $(grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do tree "$c"; done
-}
-stop_background() {
-  local p
-  for p in "$@"; do kill $(tree "$p") 2>/dev/null || true; done
-}
-trap 'stop_background $(jobs -p)' EXIT
+set +m
+san_pid=
+trap 'kill -- -$stage2_pid 2>/dev/null || true; [ -z "$san_pid" ] || stop_tree "$san_pid"' EXIT
 
 stamp "clang build with ASan+UBSan and the fuzz targets (build-san/)"
 # -O1 with line tables only: half the compile time of -O2 -g, with stack
@@ -180,7 +193,10 @@ if [ "$first" = "$stage2_pid" ]; then
   show_stage2 "$rc"
   wait "$san_pid"
 else
-  [ "$rc" = 0 ] || exit "$rc"
+  if [ "$rc" != 0 ]; then
+    echo "== ukb: the sanitizer build failed; stage 2 is stopped (its output so far: build/stage2.log)" >&2
+    exit "$rc"
+  fi
   rc=0
   wait "$stage2_pid" || rc=$?
   show_stage2 "$rc"

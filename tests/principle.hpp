@@ -24,6 +24,8 @@ inline MatrixXd null_space(const MatrixXd& A, double rtol = 1e-10) {
 /// Symmetric positive definite square root of a symmetric positive definite
 /// M, from its SVD M = V S V^T (the SVD of null_space: one decomposition
 /// fewer for the compiler than an eigensolver, about 8 s of g++ at -O0).
+/// For an indefinite M this would be |M|^(1/2): the callers pass mass
+/// matrices, positive definite.
 inline MatrixXd sym_sqrt(const MatrixXd& M) {
   Eigen::JacobiSVD<MatrixXd> svd(M, Eigen::ComputeFullV);
   return svd.matrixV() * svd.singularValues().cwiseSqrt().asDiagonal() * svd.matrixV().transpose();
@@ -62,13 +64,13 @@ inline MatrixXd test_pinv(const MatrixXd& B) {
 
 /// The inverse of a square matrix by a fully pivoted LU (the tests' one
 /// route to an inverse: MatrixXd::inverse() would instantiate a second LU).
-inline MatrixXd inverse(const MatrixXd& X) { return Eigen::FullPivLU<MatrixXd>(X).inverse(); }
+inline MatrixXd lu_inverse(const MatrixXd& X) { return Eigen::FullPivLU<MatrixXd>(X).inverse(); }
 
 /// The Udwadia–Kalaba acceleration written with a given square root S of M
 /// (M = S S^T) and a given generalized inverse G(B) of B = A S^{-T}.
 template <class GInv>
 VectorXd uk_formula(const Problem& p, const MatrixXd& S, GInv&& ginv) {
-  const MatrixXd Sinv = inverse(S);
+  const MatrixXd Sinv = lu_inverse(S);
   const VectorXd a = p.M.fullPivLu().solve(p.Q);
   const MatrixXd B = p.A * Sinv.transpose();
   const MatrixXd G = ginv(B);

@@ -225,7 +225,10 @@ TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
   // has, and whether its plugin may be loaded. A rebuild that ukb starts
   // fails at once (the first step, g++ -fsyntax-only, a second): a line of
   // stiffness.hpp does not compile. The successful rebuild of a stale entry
-  // is the step above (about 13 s a compile).
+  // is the step above (about 13 s a compile). With stiffness.hpp changed,
+  // each case below is told apart by its own reason in ukb's message:
+  // stale() (src/run/model_file.cpp) looks at the manifest's key and the
+  // plugin's checksum before the files it was built from.
   const std::string marker = "ukb test: a compile was started";
   write(dir / "stiffness.hpp", stiffness + "static_assert(false, \"" + marker + "\");\n");
   auto started_and_failed = [&](const CliRun& run) {
@@ -369,7 +372,7 @@ TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
        "constraints gives A[0][1] = 1, outside row 0's constraint_columns [0, 1) (A must be zero outside each row's "
        "constraint_columns)",
        "constraints and constraint_columns disagree at --q, --qd: constraints gives A[0][1] = 1, outside row 0's "
-       "constraint_columns [0, 1)"},
+       "constraint_columns [0, 1) (A must be zero outside each row's constraint_columns)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.id);

@@ -106,23 +106,23 @@ struct Wrong {
   static VectorXd unprojected(const Problem& p) {
     const MatrixXd L = p.M.llt().matrixL();
     const VectorXd a = p.M.llt().solve(p.Q);
-    const MatrixXd B = p.A * inverse(L).transpose();
-    const VectorXd ideal = a + inverse(L.transpose()) * test_pinv(B) * (p.b - p.A * a);
+    const MatrixXd B = p.A * lu_inverse(L).transpose();
+    const VectorXd ideal = a + lu_inverse(L.transpose()) * test_pinv(B) * (p.b - p.A * a);
     return ideal + p.M.llt().solve(p.C);
   }
   // C projected onto null(A) without the mass weighting.
   static VectorXd unweighted(const Problem& p) {
     const MatrixXd L = p.M.llt().matrixL();
     const VectorXd a = p.M.llt().solve(p.Q);
-    const MatrixXd B = p.A * inverse(L).transpose();
-    const VectorXd ideal = a + inverse(L.transpose()) * test_pinv(B) * (p.b - p.A * a);
+    const MatrixXd B = p.A * lu_inverse(L).transpose();
+    const VectorXd ideal = a + lu_inverse(L.transpose()) * test_pinv(B) * (p.b - p.A * a);
     const MatrixXd P = MatrixXd::Identity(p.M.rows(), p.M.rows()) - test_pinv(p.A) * p.A;
     return ideal + p.M.llt().solve(P * p.C);
   }
   // The square root of M taken entry by entry on the diagonal.
   static VectorXd diagonal_root(const Problem& p) {
     const MatrixXd D = p.M.diagonal().cwiseSqrt().asDiagonal();
-    const MatrixXd Di = inverse(D);
+    const MatrixXd Di = lu_inverse(D);
     const VectorXd a = p.M.llt().solve(p.Q);
     const MatrixXd B = p.A * Di;
     const VectorXd c = Di * p.C;
@@ -224,7 +224,7 @@ TEST(Principle, NonDiagonalMassWithRankDeficientConstraints) {
     expect_ok(check_principle(p, r.qdd, rng), "trial " + std::to_string(trial));
     // Guard: another {1,4}-inverse is not B^+ itself here.
     const MatrixXd L = p.M.llt().matrixL();
-    const MatrixXd B = p.A * inverse(L).transpose(), Bp = test_pinv(B);
+    const MatrixXd B = p.A * lu_inverse(L).transpose(), Bp = test_pinv(B);
     const MatrixXd G = Bp + rng.matrix(n, m) * (MatrixXd::Identity(m, m) - B * Bp);
     EXPECT_GT((G - Bp).norm(), 0.01 * Bp.norm());
   }

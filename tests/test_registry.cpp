@@ -165,7 +165,8 @@ TEST(Registry, MassDiagonalIsCheckedAgainstMass) {
   EXPECT_EQ(ring->mass_diagonal_mismatch(p, q, 0.0), "");
   // describe<SkewRing>() would set this check (as it does for every model
   // with mass_diagonal, the built-in ones above) and compile the backends
-  // for SkewRing with it: the check alone.
+  // for SkewRing with it: the check alone. (That describe<> passes a failing
+  // check on is ModelFiles.ModelsThatContradictTheirOwnDeclarationsAreRefused.)
   EXPECT_EQ(detail::mass_diagonal_mismatch<SkewRing>(ring->defaults(), q, 0.0),
             "mass gives M[0][1] = 0.5 off the diagonal, which mass_diagonal declares zero (mass_diagonal must give the "
             "diagonal of a diagonal M)");
