@@ -1,11 +1,29 @@
 // Tiers 1 and 2 for the reference solver itself: tiny cases checked by hand,
 // the Penrose conditions of its pseudo-inverse, and its failure statuses.
+#include <cstdio>
 #include <limits>
 
 #include "support.hpp"
 
 namespace ukb::test {
 namespace {
+
+// The sanitizer build leaves Eigen's code uninstrumented and turns Eigen's
+// own index and size checks on instead (cmake/sanitize_eigen.hpp, the
+// reference backend's and the oracles' linear algebra): a coefficient
+// outside a matrix's rows but inside its storage, which no sanitizer sees,
+// stops the program with the stack that led to it.
+TEST(SanitizerBuild, EigenIndexErrorsStopTheProgram) {
+  if (!sanitized) GTEST_SKIP() << "Eigen's own checks are on in the sanitizer build only (NDEBUG elsewhere)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const MatrixXd m = MatrixXd::Zero(2, 2);
+        volatile Eigen::Index row = 2;  // (2, 0): the third of the four stored coefficients
+        std::printf("%g\n", m(row, 0));
+      },
+      "Eigen check failed: row >= 0 && row < rows");
+}
 
 TEST(PseudoInverse, OneByTwoByHand) {
   // [3 4]^+ = [3 4]^T / 25.
