@@ -1,10 +1,11 @@
-// Included ahead of every source file of the sanitizer build (UKB_SANITIZE;
-// CMakeLists.txt, ukb_target_options): Eigen's own checks of indices and
-// sizes (eigen_assert) are on there, although NDEBUG is defined. Eigen's
-// code is not instrumented by the sanitizers (sanitize_ignore.txt), so a
-// coefficient read past a matrix's end from ukb's code is caught here, and
-// so is one inside the matrix's storage but outside its rows or columns,
-// which AddressSanitizer cannot see.
+// Included ahead of every C++ source file of ukb's own targets in a
+// sanitizer build (UKB_SANITIZE; CMakeLists.txt, ukb_target_options), and
+// of the plugins compiled from model files there (toolchain_record.cmake):
+// Eigen's own checks of indices and sizes (eigen_assert) are on, although
+// NDEBUG is defined. Eigen's code is not instrumented by the sanitizers
+// (sanitize_ignore.txt), so a coefficient of a matrix read past its end is
+// caught here, and so is one inside its storage but outside its rows or
+// columns, which AddressSanitizer cannot see.
 #pragma once
 
 #include <cstdio>

@@ -13,7 +13,7 @@ namespace {
 // reference backend's and the oracles' linear algebra): a coefficient
 // outside a matrix's rows but inside its storage, which no sanitizer sees,
 // stops the program with the stack that led to it.
-TEST(SanitizerBuild, EigenIndexErrorsStopTheProgram) {
+TEST(SanitizerBuildDeathTest, EigenIndexErrorsStopTheProgram) {
   if (!sanitized) GTEST_SKIP() << "Eigen's own checks are on in the sanitizer build only (NDEBUG elsewhere)";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
@@ -22,7 +22,7 @@ TEST(SanitizerBuild, EigenIndexErrorsStopTheProgram) {
         volatile Eigen::Index row = 2;  // (2, 0): the third of the four stored coefficients
         std::printf("%g\n", m(row, 0));
       },
-      "Eigen check failed: row >= 0 && row < rows");
+      "Eigen check failed: row");
 }
 
 TEST(PseudoInverse, OneByTwoByHand) {
