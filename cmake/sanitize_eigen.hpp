@@ -1,5 +1,5 @@
 // Included ahead of every C++ source file of ukb's own targets in a
-// sanitizer build (UKB_SANITIZE; CMakeLists.txt, ukb_target_options), and
+// sanitizer build (UKB_SANITIZE; CMakeLists.txt, ukb_sanitizer_cxx_flags), and
 // of the plugins compiled from model files there (toolchain_record.cmake):
 // Eigen's own checks of indices and sizes (eigen_assert) are on, although
 // NDEBUG is defined. Eigen's code is not instrumented by the sanitizers

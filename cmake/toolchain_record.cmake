@@ -31,7 +31,6 @@ if(UKB_NATIVE AND UKB_HAVE_MARCH_NATIVE)
 endif()
 set(_ukb_link_flags ${_ukb_omp})
 if(UKB_SANITIZE OR UKB_FUZZ)
-  list(APPEND _ukb_cxx_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   list(APPEND _ukb_link_flags -fsanitize=address,undefined)
 else()
   # Every symbol of a plugin resolved when it is linked, not when it is loaded.
@@ -83,15 +82,13 @@ foreach(_ukb_variant build install)
     set(_ukb_out "${CMAKE_BINARY_DIR}/toolchain-install.json")
     set(_ukb_san_dir "@PREFIX@/${CMAKE_INSTALL_DATADIR}/ukb")
   endif()
-  # A plugin of a sanitizer build sees Eigen as the library does
-  # (ukb_target_options in CMakeLists.txt): Eigen's checks on, its code
-  # uninstrumented with clang.
+  # A plugin of a sanitizer build is compiled as the library is
+  # (ukb_sanitizer_cxx_flags in CMakeLists.txt), with the two files of the
+  # source tree or of the installed package.
   set(_ukb_variant_cxx_flags ${_ukb_cxx_flags})
   if(UKB_SANITIZE OR UKB_FUZZ)
-    list(APPEND _ukb_variant_cxx_flags -include "${_ukb_san_dir}/sanitize_eigen.hpp")
-    if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-      list(APPEND _ukb_variant_cxx_flags "-fsanitize-ignorelist=${_ukb_san_dir}/sanitize_ignore.txt")
-    endif()
+    ukb_sanitizer_cxx_flags(_ukb_san "${_ukb_san_dir}")
+    list(APPEND _ukb_variant_cxx_flags ${_ukb_san})
   endif()
   _ukb_json_list(_j_cxx_flags ${_ukb_variant_cxx_flags})
   _ukb_json_list(_j_link_flags ${_ukb_link_flags})
