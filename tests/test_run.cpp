@@ -19,6 +19,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -412,6 +413,22 @@ TEST(Run, AdaptiveStepsRecordTrajectoriesAtFixedTimesFromTheDenseOutput) {
     }
   }
   EXPECT_GE(checked, 4);
+  // A run that ends on an output time (t_end = 0.5 = 10 x 0.05, before
+  // either bead rests): one row there, the last, with the final status; not
+  // a running row and then the same state again.
+  Config ends = c;
+  ends.run.t_end = 0.5;
+  const Csv te(run_into(ends, "rec_ends") / "trajectories.csv");
+  for (long s : {1L, 4L}) {
+    std::vector<std::string> times, status;
+    for (const auto& row : te.rows)
+      if (std::stol(row[te.at("sample")]) == s) times.push_back(row[te.at("t")]), status.push_back(row[te.at("status")]);
+    ASSERT_EQ(times.size(), 11u) << "sample " << s << ": rows at 0, 0.05, ..., 0.5";
+    EXPECT_EQ(times.back(), "0.5");
+    EXPECT_EQ(std::set<std::string>(times.begin(), times.end()).size(), times.size()) << "a time twice";
+    EXPECT_EQ(status.back(), "finished");
+    for (std::size_t k = 0; k + 1 < status.size(); ++k) EXPECT_EQ(status[k], "running") << k;
+  }
 }
 
 TEST(Run, TheStepLimitStatusDoesNotDependOnHowTheRunIsSplit) {
@@ -925,15 +942,83 @@ TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
     EXPECT_EQ(j["max"].get<double>(), s.back()) << n;
     for (const auto& [key, p] : std::vector<std::pair<std::string, double>>{
              {"p01", 1}, {"p05", 5}, {"p25", 25}, {"p50", 50}, {"p75", 75}, {"p95", 95}, {"p99", 99}}) {
-      const double h = (static_cast<double>(s.size()) - 1) * p / 100;
+      // numpy.percentile's arithmetic (numpy 1.22 on, method 'linear'): the
+      // fraction p / 100 first, then from the nearer order statistic.
+      const double h = (static_cast<double>(s.size()) - 1) * (p / 100);
       const auto k = static_cast<std::size_t>(h);
-      const double want = k + 1 < s.size() ? s[k] + (h - static_cast<double>(k)) * (s[k + 1] - s[k]) : s[k];
+      const double g = h - static_cast<double>(k);
+      const double want = k + 1 >= s.size() ? s[k]
+                          : g >= 0.5        ? s[k + 1] - (s[k + 1] - s[k]) * (1 - g)
+                                            : s[k] + (s[k + 1] - s[k]) * g;
       EXPECT_EQ(j["quantiles"][key].get<double>(), want) << "n = " << n << ", " << key;
     }
-    long hist = 0;
-    for (const auto& k : j["histogram"]["counts"]) hist += k.get<long>();
-    EXPECT_EQ(hist, static_cast<long>(s.size())) << n;
+    // The mean within an ulp or so of the exact one (a long double sum of
+    // at most 300 values is exact to far below a double's ulp here), and in
+    // [min, max].
+    long double exact = 0;
+    for (double x : s) exact += x;
+    exact /= static_cast<long double>(s.size());
+    const double mean = j["mean"].get<double>();
+    EXPECT_LE(std::abs(static_cast<long double>(mean) - exact), 2.0L * std::numeric_limits<double>::epsilon() *
+                                                                      std::max(1.0L, std::abs(exact)))
+        << n;
+    EXPECT_TRUE(mean >= s.front() && mean <= s.back()) << n;
+    // Each value in the bin whose edges hold it: edges[b] <= x < edges[b + 1],
+    // the last bin closed; the edges as numpy.linspace(min, max, 7).
+    const auto edges = j["histogram"]["edges"].get<std::vector<double>>();
+    const auto counts = j["histogram"]["counts"].get<std::vector<long>>();
+    ASSERT_EQ(edges.size(), 7u);
+    ASSERT_EQ(counts.size(), 6u);
+    const double w = (s.back() - s.front()) / 6;
+    for (std::size_t b = 0; b < 6; ++b) EXPECT_EQ(edges[b], s.front() + static_cast<double>(b) * w) << n;
+    EXPECT_EQ(edges[6], s.back());
+    if (w > 0) {
+      for (std::size_t b = 0; b < 6; ++b) {
+        const long own = std::count_if(s.begin(), s.end(), [&](double x) {
+          return x >= edges[b] && (b == 5 ? x <= edges[6] : x < edges[b + 1]);
+        });
+        EXPECT_EQ(counts[b], own) << "n = " << n << ", bin " << b;
+      }
+    } else {
+      EXPECT_EQ(counts[0], static_cast<long>(s.size())) << n;  // one value: every one in the first bin
+    }
   }
+}
+
+TEST(Outputs, SummaryStatisticsOfValuesOnEdgesConstantColumnsAndExtremes) {
+  auto of = [](const std::vector<double>& v, int bins) {
+    std::vector<std::size_t> rows(v.size());
+    std::iota(rows.begin(), rows.end(), std::size_t{0});
+    return run::stats(v, rows, bins);
+  };
+  // A sweep's grid on the edges: 0.7 lies below the edge 35 * 0.02 =
+  // 0.70000000000000007 and 0.82 below 41 * 0.02; numpy.histogram counts
+  // 0.58 in bin 29, 0.7 in bin 34 and 0.82 in bin 40 (bin 28 holds
+  // [0.56, 0.58)).
+  const nlohmann::json grid = of({0.0, 0.58, 0.7, 0.82, 1.0}, 50);
+  const auto counts = grid["histogram"]["counts"].get<std::vector<long>>();
+  ASSERT_EQ(counts.size(), 50u);
+  for (std::size_t b = 0; b < 50; ++b)
+    EXPECT_EQ(counts[b], b == 0 || b == 29 || b == 34 || b == 40 || b == 49 ? 1 : 0) << b;
+  // A constant column: its value as the mean, to the last bit, and std 0 (a
+  // plain sum of 20000 copies of 0.65000000000000013 was 1600 ulps below).
+  const nlohmann::json flat = of(std::vector<double>(20000, 0.6500000000000001), 10);
+  EXPECT_EQ(flat["mean"].get<double>(), 0.6500000000000001);
+  EXPECT_EQ(flat["std"].get<double>(), 0.0);
+  EXPECT_EQ(flat["histogram"]["counts"][0].get<long>(), 20000);
+  // Values near the largest double: the sum, the squares and max - min
+  // overflow, the statistics do not.
+  const nlohmann::json huge = of({-1e308, 1e308, 0.5, 1.0}, 4);
+  EXPECT_EQ(huge["mean"].get<double>(), 0.375);
+  EXPECT_NEAR(huge["std"].get<double>() / (1e308 * std::sqrt(2.0 / 3.0)), 1.0, 1e-15);
+  EXPECT_EQ(huge["histogram"]["edges"].get<std::vector<double>>(),
+            (std::vector<double>{-1e308, -5e307, 0.0, 5e307, 1e308}));
+  EXPECT_EQ(huge["histogram"]["counts"].get<std::vector<long>>(), (std::vector<long>{1, 0, 2, 1}));
+  EXPECT_EQ(huge["quantiles"]["p50"].get<double>(), 0.75);
+  // Tiny values: their squared deviations underflow, the std does not.
+  const nlohmann::json tiny = of({1e-300, 3e-300}, 2);
+  EXPECT_NEAR(tiny["std"].get<double>() / (std::sqrt(2.0) * 1e-300), 1.0, 1e-15);
+  EXPECT_EQ(tiny["mean"].get<double>(), 2e-300);
 }
 
 TEST(Outputs, NumbersAreWrittenAsPrintfWritesThemWith17Digits) {

@@ -31,6 +31,77 @@ void select_ranks(std::vector<double>& s, const std::vector<std::size_t>& ranks)
   select_ranks(s, ranks, 0, ranks.size(), 0, s.size());
 }
 
+// A power of two near |x|'s magnitude: scaling by it is exact (away from
+// subnormals), so a result computed on scaled values and scaled back has the
+// bits it would have had where nothing overflowed.
+double pow2_near(double x) { return std::ldexp(1.0, std::ilogb(x)); }
+
+// The sum of v (Neumaier's compensated sum: the rounding error of each
+// addition is carried, not lost), each value times `scale`.
+double compensated_sum(const std::vector<double>& v, double scale) {
+  double s = 0, c = 0;
+  for (double x0 : v) {
+    const double x = x0 * scale, t = s + x;
+    c += std::abs(s) >= std::abs(x) ? (s - t) + x : (x - t) + s;
+    s = t;
+  }
+  return s + c;
+}
+
+// The mean of finite values whose min and max are lo and hi: their
+// compensated sum over n, within an ulp or so of the exact mean (a plain sum
+// was tens of ulps off at 10^4 values), clamped to [lo, hi] (so a constant
+// column's mean is its value). Where the sum would overflow, of the values
+// scaled by 2^-64 (exact away from subnormals).
+double mean_of(const std::vector<double>& v, double lo, double hi) {
+  const double n = static_cast<double>(v.size());
+  double m = compensated_sum(v, 1) / n;
+  if (!std::isfinite(m)) m = compensated_sum(v, 0x1p-64) / n / 0x1p-64;
+  return std::clamp(m, lo, hi);
+}
+
+// The standard deviation with the n - 1 denominator (n > 1): the plain sum
+// of the squared deviations, except where a square would overflow (a
+// deviation beyond 2^450) or every square underflow (all within 2^-450):
+// there the deviations are divided by a power of two near the largest
+// first (exact), and the result multiplied by it.
+double std_of(const std::vector<double>& v, double mean) {
+  double half = 0;  // the largest deviation, halved (no overflow)
+  for (double x : v) half = std::max(half, std::abs(x / 2 - mean / 2));
+  if (half == 0) return 0;
+  const double n1 = static_cast<double>(v.size() - 1);
+  double ss = 0;
+  if (half > 0x1p449) {  // deviation / s, s = 2 pow2_near(half), by halves
+    const double s = pow2_near(half);
+    for (double x : v) ss += ((x / 2 - mean / 2) / s) * ((x / 2 - mean / 2) / s);
+    return std::sqrt(ss / n1) * s * 2;
+  }
+  if (half < 0x1p-451) {
+    const double s = pow2_near(half);
+    for (double x : v) ss += ((x - mean) / s) * ((x - mean) / s);
+    return std::sqrt(ss / n1) * s;
+  }
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / n1);
+}
+
+// The quantile at percent p of the sorted positions of v that select_ranks
+// put in place, as numpy.percentile(v, p) computes it (method 'linear'):
+// q = p / 100, h = (n - 1) q, then between the order statistics k = floor(h)
+// and k + 1 from the nearer one (numpy's _lerp), so that the value is
+// numpy's to the last bit. Where their difference would overflow, by halves.
+double quantile_of(const std::vector<double>& v, double p) {
+  const std::size_t n = v.size();
+  const double h = static_cast<double>(n - 1) * (p / 100);
+  const auto k = static_cast<std::size_t>(std::floor(h));
+  if (k + 1 >= n) return v[n - 1];
+  const double g = h - static_cast<double>(k), a = v[k], b = v[k + 1];
+  const double diff = b - a;
+  if (std::isfinite(diff)) return g >= 0.5 ? b - diff * (1 - g) : a + diff * g;
+  const double half = b / 2 - a / 2;
+  return 2 * (g >= 0.5 ? b / 2 - half * (1 - g) : a / 2 + half * g);
+}
+
 }  // namespace
 
 nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins) {
@@ -41,13 +112,13 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   nlohmann::json j;
   j["count"] = v.size();
   if (v.empty()) return j;
-  double sum = 0;
-  for (double x : v) sum += x;
-  const double mean = sum / static_cast<double>(v.size());
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
+  // In sample order (the same bytes in every run), before the selection
+  // below reorders v.
+  const auto [lo_it, hi_it] = std::minmax_element(v.begin(), v.end());
+  const double lo = *lo_it, hi = *hi_it;
+  const double mean = mean_of(v, lo, hi);
   j["mean"] = mean;
-  j["std"] = v.size() > 1 ? jnum(std::sqrt(ss / static_cast<double>(v.size() - 1))) : nlohmann::json(nullptr);
+  j["std"] = v.size() > 1 ? jnum(std_of(v, mean)) : nlohmann::json(nullptr);
   // Quantiles by linear interpolation between order statistics (numpy's
   // default). Only the order statistics they need are selected, not the whole
   // table sorted: a sort of the 10^6 rows of a large run was a quarter of its
@@ -56,7 +127,7 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   const std::size_t n = v.size();
   std::vector<std::size_t> ranks{0, n - 1};
   for (double p : kPercents) {
-    const auto k = static_cast<std::size_t>(std::floor((static_cast<double>(n) - 1) * p / 100));
+    const auto k = static_cast<std::size_t>(std::floor(static_cast<double>(n - 1) * (p / 100)));
     ranks.push_back(k);
     if (k + 1 < n) ranks.push_back(k + 1);
   }
@@ -65,25 +136,33 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   // In place: the sums above are taken, and the histogram does not depend
   // on the order.
   select_ranks(v, ranks);
-  j["min"] = v.front();
-  j["max"] = v.back();
+  j["min"] = lo;
+  j["max"] = hi;
   for (double p : kPercents) {
-    const double h = (static_cast<double>(n) - 1) * p / 100;
-    const std::size_t k = static_cast<std::size_t>(std::floor(h));
-    const double q = k + 1 < n ? v[k] + (h - static_cast<double>(k)) * (v[k + 1] - v[k]) : v[k];
     char key[8];
     std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
-    j["quantiles"][key] = q;
+    j["quantiles"][key] = quantile_of(v, p);
   }
-  // Histogram: `bins` equal bins over [min, max], the last one closed.
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(bins), 0);
-  const double lo = v.front(), hi = v.back(), w = (hi - lo) / bins;
+  // Histogram: `bins` equal bins over [min, max], the last one closed; the
+  // edges as numpy.linspace(min, max, bins + 1) gives them (by halves where
+  // max - min overflows), and each value in the bin whose edges hold it
+  // (edges[b] <= x < edges[b + 1]), as numpy.histogram counts.
+  const std::size_t B = static_cast<std::size_t>(bins);
+  std::vector<double> edges(B + 1);
+  const bool halves = !std::isfinite(hi - lo);
+  const double w = halves ? (hi / 2 - lo / 2) / bins : (hi - lo) / bins;
+  for (std::size_t b = 0; b < B; ++b)
+    edges[b] = halves ? 2 * (lo / 2 + static_cast<double>(b) * w) : lo + static_cast<double>(b) * w;
+  edges[B] = hi;
+  std::vector<std::int64_t> counts(B, 0);
   for (double x : v) {
-    std::size_t b = w > 0 ? static_cast<std::size_t>((x - lo) / w) : 0;
-    counts[std::min<std::size_t>(b, counts.size() - 1)]++;
+    const double f = w > 0 ? (halves ? (x / 2 - lo / 2) : (x - lo)) / w : 0;
+    std::size_t b = f >= static_cast<double>(B) ? B - 1 : f > 0 ? static_cast<std::size_t>(f) : 0;
+    // (Where max = min every edge is min, and every value in the first bin.)
+    while (w > 0 && b > 0 && x < edges[b]) --b;
+    while (w > 0 && b + 1 < B && x >= edges[b + 1]) ++b;
+    counts[b]++;
   }
-  std::vector<double> edges(static_cast<std::size_t>(bins) + 1);
-  for (int b = 0; b <= bins; ++b) edges[static_cast<std::size_t>(b)] = b == bins ? hi : lo + w * b;
   j["histogram"] = {{"edges", edges}, {"counts", counts}};
   return j;
 }

@@ -138,14 +138,16 @@ void fixed_times(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& ro
       moved = moved || t[k] != t_before[u];
       // The output times up to the system's time: on its last step's dense output.
       const double t0 = dense[soa(10 * n, k, N)], h = dense[soa(10 * n + 1, k, N)];
+      const bool running = rows.running(k);
       for (; out_time(next[u]) <= t[k]; ++next[u]) {
         const double tj = out_time(next[u]);
         if (!(h > 0) || tj < t0) break;  // not covered: no dense output (cannot happen after a step)
+        if (!running && tj == t[k]) break;  // the last row, below, is this one (with the status)
         for (int a = 0; a < 5 * 2 * n; ++a) rv[std::size_t(a)] = dense[soa(a, k, N)];
         kernels::dense_state(rv.data(), n, std::min(1.0, (tj - t0) / h), q.data(), qd.data());
         rows.row(k, tj, q.data(), qd.data(), "running");
       }
-      if (!rows.running(k)) {
+      if (!running) {
         done[u] = true;
         rows.current(k);
       }

@@ -220,3 +220,45 @@ def test_unconverged_projections_give_the_warning_of_ukb_run(source_dir):
         warnings.simplefilter("error")
         table, _ = ukb.run(config, progress=False)
     assert (table["projection_failures"] == 0).all()
+
+
+def test_summary_statistics_are_numpys_of_the_table(source_dir):
+    """summary.json's statistics against NumPy's own of the returned table:
+    quantiles are numpy.percentile's to the last bit, histograms
+    numpy.histogram's (edges and counts, values on edges included), mean and
+    std numpy's within a few ulps (NumPy sums pairwise, ukb with
+    compensation), a constant column's mean its value and its std 0."""
+    ring, ring_summary = ukb.run(tomllib.loads(demo_text(source_dir, 2000)), progress=False)
+    # A sweep whose points lie on histogram edges (0.58 = 29 * 0.02 is one;
+    # 0.7 and 0.82 lie just below 35 * 0.02 and 41 * 0.02).
+    grid = {"model": "nonholonomic_particle", "samples": 5,
+            "integrator": {"dt": 0.01, "t_end": 0.02},
+            "initial": {"x": [0.0, 0.58, 0.7, 0.82, 1.0]}}
+    sweep, sweep_summary = ukb.run(grid, progress=False)
+    checked = set()
+    for table, summary in ((ring, ring_summary), (sweep, sweep_summary)):
+        successful = np.isin(table["status"], ["finished", "at_rest"])
+        for name, obs in summary["observables"].items():
+            v = table[name][successful].astype(np.float64)
+            v = v[np.isfinite(v)]
+            s = obs["successful"]
+            assert s["count"] == len(v), name
+            if len(v) == 0:
+                continue
+            for key, p in (("p01", 1), ("p05", 5), ("p25", 25), ("p50", 50), ("p75", 75), ("p95", 95), ("p99", 99)):
+                assert s["quantiles"][key] == np.percentile(v, p), (name, key)
+            assert s["min"] == v.min() and s["max"] == v.max(), name
+            bins = len(s["histogram"]["counts"])
+            if v.min() == v.max():  # NumPy widens a zero range by 0.5 each side; ukb keeps it
+                assert s["mean"] == v[0] and (len(v) == 1 or s["std"] == 0.0), name
+                assert s["histogram"]["counts"][0] == len(v), name
+                continue
+            counts, edges = np.histogram(v, bins=bins)
+            assert s["histogram"]["edges"] == edges.tolist(), name
+            assert s["histogram"]["counts"] == counts.tolist(), name
+            spread = max(abs(v.min()), abs(v.max()))
+            assert abs(s["mean"] - v.mean()) <= 4 * np.spacing(spread), name
+            if len(v) > 1:
+                assert abs(s["std"] - v.std(ddof=1)) <= 1e-12 * max(v.std(ddof=1), np.spacing(spread)), name
+            checked.add(name)
+    assert {"theta_final", "t_stop", "q_x_final"} <= checked
