@@ -1021,6 +1021,45 @@ TEST(Outputs, SummaryStatisticsOfValuesOnEdgesConstantColumnsAndExtremes) {
   EXPECT_EQ(tiny["mean"].get<double>(), 2e-300);
 }
 
+TEST(Outputs, ANpyOfThousandsOfColumnsTakesTheFourByteHeaderOfFormat2) {
+  // The NPY format (numpy.lib.format): version 1.0 has a 2-byte header
+  // length, so a header over 65535 bytes (a model file with thousands of
+  // columns) needs version 2.0, with 4 bytes; the data start 64-byte aligned
+  // in both. Two tables, 2 rows each: 3 columns and 4000.
+  for (const std::size_t ncols : {std::size_t{3}, std::size_t{4000}}) {
+    run::Table t;
+    t.status = {static_cast<std::int32_t>(Status::ok), static_cast<std::int32_t>(Status::at_rest)};
+    t.status_at = 1;
+    for (std::size_t k = 0; k < ncols; ++k) {
+      run::Column col;
+      col.name = "column_with_a_long_name_" + std::to_string(k);
+      col.d = {static_cast<double>(k), -static_cast<double>(k) - 0.5};
+      t.cols.push_back(col);
+    }
+    std::ostringstream os;
+    run::write_npy(os, t);
+    const std::string npy = os.str();
+    ASSERT_EQ(npy.substr(0, 6), "\x93NUMPY");
+    const bool v2 = ncols > 1000;
+    EXPECT_EQ(npy[6], v2 ? 2 : 1) << ncols;
+    EXPECT_EQ(npy[7], 0);
+    std::size_t hlen = 0, at = v2 ? 12 : 10;
+    for (std::size_t b = 0; b < at - 8; ++b) hlen |= std::size_t(static_cast<unsigned char>(npy[8 + b])) << (8 * b);
+    EXPECT_EQ((at + hlen) % 64, 0u) << ncols;
+    EXPECT_EQ(npy[at + hlen - 1], '\n');
+    const std::string header = npy.substr(at, hlen);
+    EXPECT_NE(header.find("'shape': (2,)"), std::string::npos);
+    EXPECT_NE(header.find("('column_with_a_long_name_" + std::to_string(ncols - 1) + "', '<f8')"), std::string::npos);
+    // Each row: the first column, the status (|S8: "finished", "at_rest" and a zero byte), the others.
+    const std::size_t record = 8 * ncols + 8;
+    ASSERT_EQ(npy.size(), at + hlen + 2 * record) << ncols;
+    double last;
+    std::memcpy(&last, npy.data() + at + hlen + record + record - 8, 8);
+    EXPECT_EQ(last, -static_cast<double>(ncols - 1) - 0.5);
+    EXPECT_EQ(npy.substr(at + hlen + record + 8, 7), "at_rest");
+  }
+}
+
 TEST(Outputs, NumbersAreWrittenAsPrintfWritesThemWith17Digits) {
   // run::g17 (every real of results.csv, trajectories.csv and messages)
   // writes a double as printf("%.17g") does, which round-trips it: any bit

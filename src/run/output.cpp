@@ -48,11 +48,21 @@ void write_npy(std::ostream& f, const Table& table) {
   descr += "]";
   std::string header = "{'descr': " + descr + ", 'fortran_order': False, 'shape': (" +
                        std::to_string(table.status.size()) + ",), }";
-  const std::size_t total = 10 + header.size() + 1;
+  // Format 1.0 (a 2-byte header length) where the header fits in 65535
+  // bytes, else 2.0 (4 bytes: a model with thousands of columns); the data
+  // start 64-byte aligned either way.
+  const bool v1 = header.size() + 1 + 63 <= 65535;
+  const std::size_t prefix = v1 ? 10 : 12, total = prefix + header.size() + 1;
   header += std::string((64 - total % 64) % 64, ' ') + "\n";
-  const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
-  f.write("\x93NUMPY\x01\x00", 8);
-  f.write(reinterpret_cast<const char*>(&hlen), 2);
+  if (v1) {
+    const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
+    f.write("\x93NUMPY\x01\x00", 8);
+    f.write(reinterpret_cast<const char*>(&hlen), 2);
+  } else {
+    const std::uint32_t hlen = static_cast<std::uint32_t>(header.size());
+    f.write("\x93NUMPY\x02\x00", 8);
+    f.write(reinterpret_cast<const char*>(&hlen), 4);
+  }
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
   std::vector<char> row;
   for (std::size_t r = 0; r < table.status.size(); ++r) {
