@@ -178,7 +178,28 @@ ukb::RunOptions run_options(const py::dict& o) {
     else if (k == "atol") r.atol = py::cast<std::vector<double>>(value);
     else if (k == "dt_min") r.dt_min = py::cast<double>(value);
     else if (k == "dt_max") r.dt_max = py::cast<double>(value);
-    else throw std::invalid_argument("unknown integrator option '" + k + "'");
+    else {
+      // The names of the config's [stabilization] table map to these.
+      static const std::vector<std::pair<std::string, std::string>> config_names = {
+          {"alpha", "baumgarte_alpha"}, {"beta", "baumgarte_beta"},   {"gamma", "baumgarte_gamma"},
+          {"tol", "projection_tol"},    {"max_iter", "projection_iters"}, {"projection_max_iter", "projection_iters"}};
+      static const std::vector<std::string> known = {
+          "method",          "dt",           "t_end",          "max_steps",         "event_tol",
+          "events",          "monitor",      "stabilization",  "baumgarte_alpha",   "baumgarte_beta",
+          "baumgarte_gamma", "projection_tol", "projection_iters", "rank_rtol",     "residual_limit",
+          "expected_rank",   "rtol",         "atol",           "dt_min",            "dt_max"};
+      std::string hint;
+      for (const auto& [from, to] : config_names)
+        if (k == from) hint = to;
+      if (hint.empty()) hint = ukb::closest_match(k, known);
+      throw std::invalid_argument("unknown integrator option '" + ukb::printable(k, 80) + "'" +
+                                  (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (options: " +
+                                  [] {
+                                    std::string all;
+                                    for (const std::string& n : known) all += (all.empty() ? "" : ", ") + n;
+                                    return all;
+                                  }() + ")");
+    }
     } catch (const py::cast_error&) {
       throw std::invalid_argument(k + ": " + std::string(py::str(py::repr(value))) + " has not the type the option takes");
     }

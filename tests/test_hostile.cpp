@@ -183,6 +183,9 @@ TEST(Hostile, AFullStandardOutputFailsWithExitCode4) {
       {"models", "--json"},
       {"accel", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,0"},
       {"trajectory", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,1", "--dt", "0.01", "--steps", "2000"},
+      {"--version"},
+      {"--help"},
+      {"run", "--help"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(args[0]);

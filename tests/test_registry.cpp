@@ -69,6 +69,9 @@ TEST(Registry, ListsExactlyTheSpecifiedModels) {
       EXPECT_FALSE(info.params[i].description.empty());
       EXPECT_EQ(info.param_index(s.params[i].first), static_cast<int>(i));
     }
+    // Every natural initial quantity says what it is (`ukb models` prints it).
+    ASSERT_EQ(info.initial.size(), info.initial_names.size());
+    for (const ParamInfo& q : info.initial) EXPECT_FALSE(q.description.empty()) << q.name;
     EXPECT_EQ(info.param_index("no_such_parameter"), -1);
     EXPECT_EQ(find_model(info.name), &info);
   }

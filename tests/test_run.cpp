@@ -911,6 +911,7 @@ TEST(Outputs, TablesSummaryAndTrajectoriesAgreeWithEachOther) {
   EXPECT_EQ(rj["seed"].get<std::uint64_t>(), 7u);
   EXPECT_EQ(rj["version"].get<std::string>(), ukb::version);
   EXPECT_EQ(rj["config"]["params"]["mu"]["dist"].get<std::string>(), "uniform");
+  EXPECT_EQ(rj["config"]["output"]["dir"].get<std::string>(), dir.string()) << "where the run wrote";
   EXPECT_GT(rj["wall_seconds"].get<double>(), 0.0);
 }
 
@@ -1413,6 +1414,9 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
        {"params.m.min", "expected a value > 0"}},
       {"values table with a zero mass", with("mu = {", "m = { dist = \"values\", values = [1.0, 0.0] }\nmu = {"),
        {"params.m.values[1]", "expected a value > 0"}},
+      // A natural quantity whose default (0) is outside its range must be given.
+      {"rolling_sphere without theta", "model = \"rolling_sphere\"\nsamples = 10\n[integrator]\ndt = 0.01\nt_end = 1.0\n[initial]\nx = 1.0\n",
+       {"initial.theta", "required for 'rolling_sphere'", "its default 0 is not admissible", "nutation angle"}},
       // Limits, checkpoints, other types.
       {"residual limit 0", with("dt = 0.01", "dt = 0.01\nresidual_limit = 0.0"), {"integrator.residual_limit", "expected a residual > 0"}},
       {"residual limit as text", with("dt = 0.01", "dt = 0.01\nresidual_limit = \"small\""),

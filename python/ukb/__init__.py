@@ -268,7 +268,8 @@ def initial_state(model, *, N=None, params=None, quantities=None, **kwquantities
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
         raise ValueError(f"initial_state: system {i}: no state of '{M.name}' satisfies the constraints for "
-                         + ", ".join(f"{n} = {ic[i, k]!r}" for k, n in enumerate(names)))
+                         + ", ".join(f"{n} = {ic[i, k]!r}" for k, n in enumerate(names))
+                         + f" (what each quantity means and admits: ukb.model('{M.name}').initial)")
     return q, qd
 
 
@@ -293,7 +294,7 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     natural quantities at the end, e.g. theta), energy_start/energy_end
     (where the model has a potential) and, with record_every = k, traj_q,
     traj_qd (N, T, n) and traj_t (N, T): a row every k steps (dopri5: steps
-    tried), NaN once a system has stopped.
+    begun, rejected ones too), NaN once a system has stopped.
     Other integrator options (README, "The config file"): rank_rtol,
     residual_limit, expected_rank, monitor, baumgarte_alpha/beta/gamma,
     projection_tol, projection_iters.

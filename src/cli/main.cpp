@@ -631,6 +631,20 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// `--help` or `--version`: printed through a checked writer, so that a
+// full or closed standard output exits 4 as every subcommand's output does.
+int help_or_version(const CLI::App& app, const CLI::Error& e) {
+  try {
+    ukb::run::StdoutWriter w;
+    const int rc = app.exit(e, w.stream(), std::cerr);
+    w.finish();
+    return rc;
+  } catch (const ukb::run::WriteError& we) {
+    std::cerr << "ukb: " << ukb::printable(we.what()) << "\n";
+    return 4;
+  }
+}
+
 }  // namespace
 
 // The whole CLI; src/cli/entry.cpp's main calls it, and so does fuzz/fuzz_accel.cpp.
@@ -728,11 +742,11 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
       return cmd_run(run_args);
     }
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return help_or_version(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return help_or_version(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return help_or_version(app, e);
   } catch (const CLI::ParseError& e) {
     if (g_silent_rank) return 2;
     const std::string hint = unknown_option_hint(app, argc, argv);

@@ -632,6 +632,19 @@ void parse_initial(const Parser& P, const toml::table& root, Config& c) {
     }
   }
 
+  // A quantity whose default (0) is outside its range (rolling_sphere's
+  // theta) must be given.
+  if (natural && !c.raw_initial) {
+    const toml::table* T = root.get("initial") ? root.get("initial")->as_table() : nullptr;
+    for (std::size_t k = 0; k < M.initial.size(); ++k) {
+      const ParamInfo& q = M.initial[k];
+      if ((T && T->get(q.name)) || q.admits(q.default_value)) continue;
+      P.fail(T, "initial." + q.name,
+             "required for '" + M.name + "': its default " + Parser::fmt(q.default_value) + " is not admissible (" +
+                 q.name + " must be " + q.range() + ": " + q.description + ")");
+    }
+  }
+
   if (!natural && !c.raw_initial) {
     c.raw_initial = true;
     for (const char* which : {"q", "qd"})

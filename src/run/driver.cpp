@@ -97,7 +97,8 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
   if (!c.raw_initial) {
     if (!M.initial_state(pv, ic, q, qd))
       throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) + ": no state of '" + M.name +
-                        "' satisfies the constraints for " + describe());
+                        "' satisfies the constraints for " + describe() +
+                        " (what each quantity means and admits: ukb models)");
   } else {
     std::copy(ic, ic + M.n, q);
     std::copy(ic + M.n, ic + 2 * M.n, qd);
@@ -799,6 +800,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   {
     nlohmann::json r;
     r["config"] = nlohmann::json::parse(c.to_json());
+    r["config"]["output"]["dir"] = dir;  // where this run wrote (--out, or output.dir)
     r["version"] = ukb::version;
     r["backend"] = std::string(to_string(c.backend));
     r["threads"] = c.backend == Backend::cpu ? thread_count(eo.threads) : 1;  // per rank
@@ -820,7 +822,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     if (cross)
       r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
     AtomicFile& f = out.open("run.json");
-    f.stream() << r.dump(2) << '\n';
+    f.stream() << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a path need not be UTF-8
     f.close();
   }
   out.commit();

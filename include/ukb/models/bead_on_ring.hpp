@@ -50,6 +50,9 @@ struct BeadOnRing {
   static constexpr int m = 1;  // x^2 + y^2 = R^2
   static constexpr std::array<const char*, n> coords{"x", "y"};
   static constexpr std::array<const char*, 2> initial_names{"theta", "omega"};
+  static constexpr std::array<const char*, 2> initial_docs{
+      "angle of the bead from +x, counter-clockwise (rad); the bottom of the ring is -pi/2",
+      "angular velocity theta' (rad/s)"};
 
   struct Params {
     T m = T(1);      // bead mass

@@ -49,6 +49,8 @@ struct InclineBlock {
   static constexpr int m = 1;  // x sin(alpha) + y cos(alpha) = 0
   static constexpr std::array<const char*, n> coords{"x", "y"};
   static constexpr std::array<const char*, 2> initial_names{"s", "v"};
+  static constexpr std::array<const char*, 2> initial_docs{"distance down the slope from the origin",
+                                                           "velocity down the slope, s'"};
 
   struct Params {
     T m = T(1);       // block mass

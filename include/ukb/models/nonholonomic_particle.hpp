@@ -40,6 +40,8 @@ struct NonholonomicParticle {
   static constexpr int m = 1;  // y' = z^2 x'
   static constexpr std::array<const char*, n> coords{"x", "y", "z"};
   static constexpr std::array<const char*, 5> initial_names{"x", "y", "z", "x_dot", "z_dot"};
+  static constexpr std::array<const char*, 5> initial_docs{"position, x", "position, y", "position, z", "velocity x'",
+                                                           "velocity z' (y' = z^2 x' follows)"};
 
   struct Params {
     T m = T(1);       // particle mass

@@ -96,6 +96,14 @@ struct PlanarChain {
     }
     return a;
   }();
+  static constexpr std::array<const char*, 2 * K> initial_docs = [] {
+    std::array<const char*, 2 * K> a{};
+    for (int k = 0; k < K; ++k) {
+      a[k] = "angle of this link (1: the one at the pin) from the downward vertical (rad)";
+      a[K + k] = "angular velocity of this link (rad/s)";
+    }
+    return a;
+  }();
 
   struct Params {
     T m = T(1);     // mass of each point

@@ -44,6 +44,8 @@ struct RedundantPendulum {
   static constexpr int m = 2;  // the same constraint in two forms
   static constexpr std::array<const char*, n> coords{"x", "y"};
   static constexpr std::array<const char*, 2> initial_names{"theta", "omega"};
+  static constexpr std::array<const char*, 2> initial_docs{"angle of the rod from the downward vertical (rad)",
+                                                           "angular velocity theta' (rad/s)"};
 
   struct Params {
     T m = T(1);     // bob mass
