@@ -246,6 +246,9 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheProblem) {
       {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --every 0", "--every"},
       {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --out /nonexistent/dir/x.csv",
        "cannot write"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 0.1 --steps 5 --out ''",
+       "--out: expected a file name, got an empty string"},
+      {"trajectory --model bead_on_ring --q 1,0 --qd 0,1 --dt 1e308 --steps 3", "would end beyond the largest number"},
       // Parameter ranges (from the models' descriptions: mass > 0, mu >= 0).
       {ring + "--param m=0 --q 1,0 --qd 0,1", "--param m: expected a value > 0"},
       {ring + "--param mu=-0.1 --q 1,0 --qd 0,1", "--param mu: expected a value >= 0"},

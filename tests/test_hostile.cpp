@@ -201,7 +201,26 @@ TEST(Hostile, AFullStandardOutputFailsWithExitCode4) {
   fs::remove_all(dir);
   const CliRun r = run_child({"run", cfg, "--out", dir, "--quiet"}, "/dev/full");
   EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_TRUE(contains(r.err, "the run is complete, its outputs are in " + dir)) << r.err;
   EXPECT_TRUE(fs::exists(fs::path(dir) / "results.csv"));
+}
+
+// `ukb trajectory ... | head -c 16`: the reader goes after 16 bytes; the
+// next write fails with EPIPE (SIGPIPE is ignored), exit 4 with the cause,
+// not a silent death by the signal.
+TEST(Hostile, AClosedPipeOnStandardOutputFailsWithExitCode4) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  const Child c = spawn({"trajectory", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,1", "--dt", "0.001",
+                         "--steps", "200000"},
+                        "/proc/self/fd/" + std::to_string(p[1]));
+  ::close(p[1]);
+  char buf[16];
+  EXPECT_EQ(::read(p[0], buf, sizeof buf), static_cast<ssize_t>(sizeof buf));
+  ::close(p[0]);
+  const CliRun r = finish(c);
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_TRUE(contains(r.err, "writing to standard output failed (Broken pipe)")) << r.err;
 }
 
 // ---- 3. a full disk; a directory where a file goes ---------------------------

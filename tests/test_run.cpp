@@ -431,6 +431,33 @@ TEST(Run, AdaptiveStepsRecordTrajectoriesAtFixedTimesFromTheDenseOutput) {
   }
 }
 
+TEST(Run, AnEventFunctionThatIsNaNFailsTheSampleOnEveryBackend) {
+  // A ring of radius 1e-200: x^2 + y^2 underflows to 0 and the bead's event
+  // function (its sliding velocity, divided by the radius) is 0/0. Each
+  // sample fails at its start with failed_nonfinite, on cpu (RK4 and
+  // Dormand-Prince) as on the reference backend; it used to take steps of
+  // length 0 on cpu, one located "event" after another, until max_steps
+  // (here the bound that keeps a regression from hanging).
+  const std::string toml = ring_toml(3, "max_steps = 2000\n");
+  std::string tiny = toml;
+  tiny.replace(tiny.find("mu = "), 0, "R = 1e-200\n");
+  for (const std::string& method : {std::string("rk4"), std::string("dopri5")}) {
+    for (Backend be : {Backend::cpu, Backend::reference}) {
+      SCOPED_TRACE(method + " on " + std::string(to_string(be)));
+      std::string text = tiny;
+      if (method == "dopri5") text.replace(text.find("dt = 0.01\n"), 10, "method = \"dopri5\"\n");
+      Config c = config(text);
+      c.backend = be;
+      const Csv res(run_into(c, "nan_event_" + method + "_" + std::string(to_string(be))) / "results.csv");
+      for (std::size_t i = 0; i < res.rows.size(); ++i) {
+        EXPECT_EQ(res.text("status")[i], "failed_nonfinite") << i;
+        EXPECT_EQ(res.num("t_final")[i], 0.0) << i;
+        EXPECT_EQ(res.num("steps")[i], 0.0) << i;
+      }
+    }
+  }
+}
+
 TEST(Run, TheStepLimitStatusDoesNotDependOnHowTheRunIsSplit) {
   // max_steps = 40 steps of 0.01 before t_end = 1: status max_steps whether
   // the 40 steps come in one call, in calls of 20, or of 7.
@@ -1226,6 +1253,44 @@ TEST(Outputs, ContradictingConstraintRowsAreCountedAndWarnedOf) {
   }
 }
 
+TEST(Outputs, FilesOfOutputNamesAreRemovedOnlyWhereAnEarlierRunWroteThem) {
+  // A directory of the user's holding files named as outputs this run does
+  // not write (trajectories.csv, crosscheck.json): they stay. A directory
+  // holding a completed run (its run.json): its outputs that the new run
+  // does not write go (they would seem to belong to it).
+  const fs::path mine = unique_path("users_dir");
+  fs::remove_all(mine);
+  fs::create_directories(mine);
+  std::ofstream(mine / "trajectories.csv") << "the user's data\n";
+  std::ofstream(mine / "crosscheck.json") << "{}\n";
+  Config c = config(ring_toml(20));
+  run::execute(c, {.out_dir = mine.string()});
+  EXPECT_EQ(slurp(mine / "trajectories.csv"), "the user's data\n");
+  EXPECT_EQ(slurp(mine / "crosscheck.json"), "{}\n");
+  EXPECT_TRUE(fs::exists(mine / "results.npy") && fs::exists(mine / "run.json"));
+  // Now it holds a run: a CSV-only run removes that run's results.npy.
+  c.write_npy = false;
+  run::execute(c, {.out_dir = mine.string()});
+  EXPECT_FALSE(fs::exists(mine / "results.npy"));
+  EXPECT_TRUE(fs::exists(mine / "results.csv"));
+  // A directory under an output's name is refused before any work, and
+  // neither it nor anything else is touched.
+  const fs::path taken = unique_path("taken_dir");
+  fs::remove_all(taken);
+  fs::create_directories(taken / "summary.json" / "x");
+  fs::create_directories(taken / "results.npy");
+  try {
+    run::execute(c, {.out_dir = taken.string()});
+    ADD_FAILURE() << "no error";
+  } catch (const run::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("results.npy' is a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(taken / "summary.json" / "x"));
+  EXPECT_TRUE(fs::is_directory(taken / "results.npy"));
+  EXPECT_FALSE(fs::exists(taken / "checkpoint.ukb"));
+  EXPECT_FALSE(fs::exists(taken / "results.csv"));
+}
+
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
   // A ring bead released at omega = 50 drifts off the ring by about 1e-3
   // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =
@@ -1414,6 +1479,15 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
        {"params.m.min", "expected a value > 0"}},
       {"values table with a zero mass", with("mu = {", "m = { dist = \"values\", values = [1.0, 0.0] }\nmu = {"),
        {"params.m.values[1]", "expected a value > 0"}},
+      {"lognormal that overflows", with("{ dist = \"uniform\", min = 0.05, max = 0.5 }", "{ dist = \"lognormal\", mean_log = 800.0, sd_log = 1.0 }"),
+       {"params.mu", "sample 0 drew inf", "narrow its distribution"}},
+      {"sweeps of over 1e12 points", with("mu = {", "m = { dist = \"grid\", min = 1.0, max = 2.0, count = 1000000000 }\nR = { dist = \"grid\", min = 1.0, max = 2.0, count = 1000000000 }\nmu = {"),
+       {"key 'params.R'", "more than 1e12 points"}},
+      {"NUL in output.dir", base + "[output]\ndir = \"a\\u0000b\"\n", {"output.dir", "NUL character"}},
+      {"NUL in the model", with("\"bead_on_ring\"", "\"ring\\u0000.hpp\""), {"'model'", "NUL character"}},
+      {"rk4 step over 1e9 times the run", with("dt = 0.01", "dt = 1e12"), {"integrator.dt", "over 1e9 times the run", "no step would be taken"}},
+      {"first trial step longer than the run", with("dt = 0.01", "method = \"dopri5\"\ndt = 100.0"),
+       {"integrator.dt", "longer than the run (t_end - t0 = 60)"}},
       // A natural quantity whose default (0) is outside its range must be given.
       {"rolling_sphere without theta", "model = \"rolling_sphere\"\nsamples = 10\n[integrator]\ndt = 0.01\nt_end = 1.0\n[initial]\nx = 1.0\n",
        {"initial.theta", "required for 'rolling_sphere'", "its default 0 is not admissible", "nutation angle"}},
@@ -1519,6 +1593,27 @@ TEST(Resume, AnInterruptedRunResumesToBitwiseTheSameOutputs) {
   EXPECT_EQ(second.done, 80);
   run::execute(c, {.out_dir = dir.string(), .resume = true});
   EXPECT_EQ(slurp(dir / "results.csv"), csv);
+}
+
+TEST(Resume, AStopWhileTheRecordedSamplesRunKeepsACheckpointAndResumes) {
+  // The recorded samples run first; a stop request there (here before the
+  // run starts: seen after the first call of record_every steps) ends the
+  // run with a checkpoint of nothing done, no trajectories.csv, and a resume
+  // gives the files of an uninterrupted run.
+  Config c = config(ring_toml(40) + "[output]\nrecord = [0, 5]\nrecord_every = 10\n");
+  const fs::path whole = run_into(c, "rec_whole");
+  const fs::path cut = unique_path("rec_cut");
+  fs::remove_all(cut);
+  std::atomic<int> stop{1};
+  const run::Outcome o = run::execute(c, {.out_dir = cut.string(), .stop = &stop});
+  EXPECT_TRUE(o.interrupted);
+  EXPECT_EQ(o.done, 0);
+  EXPECT_TRUE(fs::exists(cut / "checkpoint.ukb"));
+  EXPECT_FALSE(fs::exists(cut / "trajectories.csv"));
+  EXPECT_FALSE(fs::exists(cut / "results.csv"));
+  run::execute(c, {.out_dir = cut.string(), .resume = true});
+  for (const char* f : {"results.csv", "results.npy", "summary.json", "trajectories.csv"})
+    EXPECT_EQ(slurp(cut / f), slurp(whole / f)) << f;
 }
 
 TEST(Resume, AnInterruptedAdaptiveRunResumesToBitwiseTheSameOutputs) {
@@ -1839,6 +1934,14 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
   const CliRun none = run_cli("run --resume " + empty + " --quiet");
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("holds no checkpoint"), std::string::npos) << none.err;
+  // The same with the config given (it used to be found after every sample
+  // was drawn, as "cannot read the checkpoint"); nothing is created.
+  const std::string nowhere = unique_path("nowhere");
+  fs::remove_all(nowhere);
+  const CliRun none_cfg = run_cli("run " + cfg + " --resume " + nowhere + " --quiet");
+  EXPECT_EQ(none_cfg.code, 2);
+  EXPECT_NE(none_cfg.err.find("--resume: '" + nowhere + "' holds no checkpoint"), std::string::npos) << none_cfg.err;
+  EXPECT_FALSE(fs::exists(nowhere));
   // The good checkpoint still resumes.
   std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
   EXPECT_EQ(run_cli(resume).code, 0);

@@ -153,9 +153,11 @@ struct ExecuteOptions {
   /// When *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free
   /// atomic may be written from a signal handler on any thread): the current
   /// chunk is finished, a checkpoint written, and execute returns with
-  /// Outcome::interrupted. Checked after every chunk; a stop request during
-  /// the last chunk or while the outputs are written is ignored (the run
-  /// completes).
+  /// Outcome::interrupted. Checked after every chunk, and while the
+  /// recorded samples run (output.record; in one process) after every call
+  /// of record_every steps: a stop there keeps the samples done before (they
+  /// run again on resume). A stop request during the last chunk or while the
+  /// outputs are written is ignored (the run completes).
   const std::atomic<int>* stop = nullptr;
   /// Called after every chunk with the number of samples done (tests use it
   /// to interrupt a run at a chosen point).

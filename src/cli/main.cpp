@@ -349,6 +349,9 @@ int cmd_trajectory(const SystemArgs& a, double t0, double dt, long steps, long e
   if (steps < 1 || steps > max_steps)
     throw UsageError("--steps: expected an integer in [1, 1e9], got " + std::to_string(steps));
   if (every < 1) throw UsageError("--every: expected an integer >= 1");
+  if (!std::isfinite(t0 + static_cast<double>(steps) * dt))
+    throw UsageError("--dt: the run would end beyond the largest number (--t0 + --steps x --dt = " +
+                     ukb::run::g17(t0 + static_cast<double>(steps) * dt) + "); expected a smaller dt or fewer steps");
   if (!ukb::policy::step_advances_time(t0, t0 + static_cast<double>(steps) * dt, dt))
     throw UsageError("--dt: the time step " + ukb::run::g17(dt) + " is too small to advance the time from --t0 " + ukb::run::g17(t0) +
                      " over " + std::to_string(steps) + " steps; expected a larger dt or a smaller time");
@@ -570,8 +573,8 @@ int cmd_run(const RunArgs& a) {
     const int sig = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
     if (!g_silent_rank)
       std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
-                << " of " << o.samples << " samples; checkpoint written to " << o.checkpoint
-                << "\n  continue with: ukb run --resume " << o.out_dir << "\n";
+                << " of " << o.samples << " samples; checkpoint written to " << ukb::printable(o.checkpoint)
+                << "\n  continue with: ukb run --resume " << ukb::printable(o.out_dir) << "\n";
     return 128 + sig;
   }
   if (g_silent_rank) return 0;  // rank 0 reports the job
@@ -596,15 +599,20 @@ int cmd_run(const RunArgs& a) {
   if (!std::isnan(o.res_pos_max) || !std::isnan(o.res_vel_max))
     out << "  largest constraint residuals: position " << o.res_pos_max << ", velocity " << o.res_vel_max
         << " (res_pos_max, res_vel_max)\n";
-  out << "  results in " << o.out_dir << "/ (" << (c.write_csv ? "results.csv, " : "")
+  out << "  results in " << ukb::printable(o.out_dir) << "/ (" << (c.write_csv ? "results.csv, " : "")
             << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << (o.crosschecked ? ", crosscheck.json" : "") << ")\n";
-  w.finish();
+  try {
+    w.finish();
+  } catch (const ukb::run::WriteError& e) {  // what failed is this report, not the run
+    throw ukb::run::WriteError(std::string(e.what()) + "; the run is complete, its outputs are in " +
+                               ukb::printable(o.out_dir));
+  }
   for (const std::string& warning : ukb::run::warnings(o)) std::cerr << "ukb run: warning: " << warning << '\n';
   if (o.crosschecked) {
     std::cerr << "ukb run: " << o.crosscheck_verdict << '\n';
     if (!o.crosscheck_pass) {
-      std::cerr << "  details in " << o.out_dir << "/crosscheck.json; exit code 5\n";
+      std::cerr << "  details in " << ukb::printable(o.out_dir) << "/crosscheck.json; exit code 5\n";
       return 5;
     }
   }
@@ -736,7 +744,11 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
     app.parse(argc, argv);
     if (models->parsed()) return cmd_models(models_json, models_file, models_backend);
     if (accel->parsed()) return cmd_accel(accel_args, accel_t, backend, rank_rtol);
-    if (traj->parsed()) return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
+    if (traj->parsed()) {
+      if (traj->count("--out") > 0 && out_path.empty())
+        throw UsageError("--out: expected a file name, got an empty string");
+      return cmd_trajectory(traj_args, t0, dt, steps, every, out_path);
+    }
     if (run->parsed()) {
       run_args.out_given = run->count("--out") > 0;
       return cmd_run(run_args);

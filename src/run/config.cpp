@@ -331,6 +331,8 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
   if (!model && !src.model)
     P.fail(nullptr, "model", "missing; expected the name of a built-in model (see `ukb models`) or a model file");
   const std::string name = model ? P.string(*model, "model") : std::string();
+  if (name.find('\0') != std::string::npos)
+    P.fail(model, "model", "expected a model name or file, got one with a NUL character (\\u0000)");
   if (src.model) {
     // The program's own model (ukb/run_model.hpp): a model file named in the
     // config is that model's source, and is not compiled.
@@ -670,15 +672,32 @@ void check_time_range(const Parser& P, const toml::table& root, Config& c) {
     P.fail(I.get("t_end"), "integrator.t_end",
            "expected an end time > the initial time t0 = " + Parser::fmt(c.t0) + ", got " +
                Parser::fmt(c.run.t_end));
+  // A time within dt * policy::end_slack of t_end counts as t_end reached:
+  // a dt so large that the whole run is within it would end every sample
+  // 'finished' at t0 (RK4), and a first trial step longer than the run
+  // would end Dormand-Prince's samples short of t_end.
+  if (std::isfinite(c.run.t_end) && dt) {
+    const double span = c.run.t_end - c.t0;
+    if (c.run.method == Method::rk4 && !(span > c.run.dt * policy::end_slack))
+      P.fail(dt, "integrator.dt",
+             "the time step " + Parser::fmt(c.run.dt) + " is over 1e9 times the run (t_end - t0 = " +
+                 Parser::fmt(span) + "): no step would be taken; expected dt <= t_end - t0");
+    if (c.run.method == Method::dopri5 && c.run.dt > span)
+      P.fail(dt, "integrator.dt",
+             "the first trial step " + Parser::fmt(c.run.dt) + " is longer than the run (t_end - t0 = " +
+                 Parser::fmt(span) + "); expected dt <= t_end - t0, or no dt (chosen automatically)");
+  }
 }
 
 // Sweep axes: their product must stay countable.
 void check_axes(const Parser& P, Config& c) {
   long total = 1;
-  for (const Input* x : c.inputs())
-    if (x->dist.is_axis()) {
+  const std::vector<const Input*> inputs = c.inputs();
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (const Input* x = inputs[k]; x->dist.is_axis()) {
       if (total > 1000000000000L / x->dist.axis_size())
-        P.fail(nullptr, x->name, "the sweep axes (lists of values and grids) have more than 1e12 points together");
+        P.fail(nullptr, (k < c.params.size() ? "params." : "initial.") + x->name,
+               "the sweep axes (lists of values and grids) have more than 1e12 points together");
       total *= x->dist.axis_size();
     }
 }
@@ -712,6 +731,8 @@ void parse_output(const Parser& P, const toml::table& root, Config& c) {
     if (const toml::node* d = O.get("dir")) {
       c.out_dir = P.string(*d, "output.dir");
       if (c.out_dir.empty()) P.fail(d, "output.dir", "expected a directory name, got an empty string");
+      if (c.out_dir.find('\0') != std::string::npos)
+        P.fail(d, "output.dir", "expected a directory name, got one with a NUL character (\\u0000)");
     }
     if (const toml::node* r = O.get("record")) {
       const toml::array* a = r->as_array();

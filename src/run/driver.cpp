@@ -85,6 +85,15 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
                    double* qd) {
   const ModelInfo& M = *c.model;
   const std::size_t np = M.params.size();
+  // A draw that overflows (a lognormal of mean_log 800) is refused as the
+  // config's error, before any work.
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (!std::isfinite(in[k])) {
+      const std::string key = k < c.params.size() ? "params." + c.params[k].name
+                                                  : "initial." + c.initial[k - c.params.size()].name;
+      throw ConfigError(c.path + ": key '" + key + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
+                        "; expected finite values: narrow its distribution");
+    }
   std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(np), params);
   const std::span<const double> pv(params, np);
   const double* ic = in.data() + np;
@@ -217,13 +226,18 @@ void draw_all(const Config& c, Table& t, int threads) {
   });
 }
 
+// --resume DIR where DIR has no checkpoint: refused before anything is read.
+void require_checkpoint(const std::string& dir) {
+  if (!fs::exists(fs::symlink_status(fs::path(dir) / checkpoint_name)))
+    throw ConfigError("--resume: '" + printable(dir, 200) + "' holds no checkpoint (" + checkpoint_name +
+                      "): nothing to resume; a completed run removes its checkpoint");
+}
+
 }  // namespace
 
 Config resume_config(const std::string& dir) {
   const fs::path file = fs::path(dir) / checkpoint_name;
-  if (!fs::exists(file))
-    throw ConfigError("--resume: '" + dir + "' holds no checkpoint (" + checkpoint_name +
-                      "): nothing to resume; a completed run removes its checkpoint");
+  require_checkpoint(dir);
   const CheckpointHeader k = read_checkpoint(file).header;
   check_version(file, k);
   Config c = parse_config(k.config_text, ConfigSource{.path = k.config_path + " (as stored in " + file.string() + ")",
@@ -582,13 +596,14 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       throw ConfigError("--crosscheck " + std::string(to_string(*o.crosscheck)) + ": " + e.what());
     }
   }
-  Output out(dir, !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
+  // A checkpoint: continue from it (--resume), or refuse to overwrite it.
+  const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
+  if (o.resume) require_checkpoint(dir);  // before any work
+  Output out(dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
   Table table = make_table(c);
   draw_all(c, table, threads_of(c, o));
 
-  // A checkpoint: continue from it (--resume), or refuse to overwrite it.
-  const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
   const std::string identity = config_identity(c.to_json());
   double system_steps = 0;
   long done = 0;
@@ -651,11 +666,15 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   // join the table in sample order, and the chunks skip them.
   std::unique_ptr<Ensemble> recorded;
   std::vector<double> recorded_e0;
+  bool record_stopped = false;
   if (!c.record.empty()) {
     recorded = M.ensemble(static_cast<int>(c.record.size()), c.backend);
     recorded_e0 = set_samples(c, table, *recorded, c.record, eo.threads);
     AtomicFile& f = out.open("trajectories.csv");
-    record_trajectories(c, *recorded, eo, f.stream());
+    // A stop request while the recorded samples run (one process: under MPI
+    // the other ranks' blocks may already join them) ends the run with the
+    // checkpoint of the samples done before; they run again on --resume.
+    record_trajectories(c, *recorded, eo, f.stream(), cl ? nullptr : o.stop, &record_stopped);
     f.close();
   }
   std::unordered_map<long, int> slot;  // sample -> its system in `recorded`
@@ -682,6 +701,10 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     return r;
   };
+  if (record_stopped) {  // the samples done before (none in a new run) are kept
+    save();
+    return stopped();
+  }
   auto last_save = Clock::now();
   std::unique_ptr<Ensemble> e;
   std::vector<double> ranks_busy, ranks_blocks;  // per rank, for run.json

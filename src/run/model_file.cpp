@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -353,8 +354,18 @@ Ran run_command(const std::vector<std::string>& argv, const fs::path& log) {
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // The compiler with SIGPIPE at its default (`ukb` ignores it, to report
+  // a closed standard output as a write error).
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t dflt;
+  sigemptyset(&dflt);
+  sigaddset(&dflt, SIGPIPE);
+  posix_spawnattr_setsigdefault(&at, &dflt);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  const int err = posix_spawnp(&pid, args[0], &fa, &at, args.data(), environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) fail("cannot run the compiler '" + argv[0] + "': " + std::strerror(err));
   int status = 0;

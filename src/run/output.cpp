@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "threads.hpp"
 
@@ -27,6 +29,16 @@ char* put_g17(char* out, double v) {
 }
 
 }  // namespace
+
+bool holds_a_run(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path f = dir / "run.json";
+  const fs::file_status st = fs::symlink_status(f, ec);
+  if (!fs::is_regular_file(st) || fs::file_size(f, ec) > (std::uintmax_t{16} << 20) || ec) return false;
+  std::ifstream in(f, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("version") && j.contains("config") && j.contains("status_counts");
+}
 
 std::string g17(double v) {
   char buf[32];

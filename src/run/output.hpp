@@ -25,6 +25,10 @@ namespace fs = std::filesystem;
 /// trip), nan, inf, -inf.
 std::string g17(double v);
 
+/// True where dir/run.json is the run.json of a completed ukb run (a JSON
+/// object with its version, config and status counts).
+bool holds_a_run(const fs::path& dir);
+
 /// The files a run writes (each only when asked for).
 inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv", "crosscheck.json",
                                                "run.json"};
@@ -67,6 +71,23 @@ class Output {
     }
     created_ = created;
     remove_stale_temporaries();
+    // A directory (or anything but a file) under one of the output names
+    // would be found only when the outputs are written, after the work.
+    for (const char* n : output_files) {
+      const fs::file_status st = fs::symlink_status(dir_ / n, ec);
+      if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_symlink(st)) {
+        lock_.reset();
+        remove_created(created);
+        throw ConfigError(origin + ": '" + (dir_ / n).string() + "' is " +
+                          (fs::is_directory(st) ? "a directory" : "not a regular file") +
+                          "; the run writes its " + n + " there: remove or rename it, or choose another directory");
+      }
+    }
+    // The outputs of an earlier run into this directory are removed where
+    // this run does not write them (they would seem to belong to it); files
+    // of those names in a directory no run has written (its run.json says
+    // so) are the user's, and stay.
+    earlier_run_ = holds_a_run(dir_);
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -90,7 +111,8 @@ class Output {
     for (auto& f : files_) f->publish();
     std::error_code ec;
     for (const char* n : output_files)
-      if (std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
+      if (earlier_run_ &&
+          std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
         fs::remove(dir_ / n, ec);  // a stale file left is harmless: every file of this run is in place
     committed_ = true;
     remove_checkpoint();  // the run is complete
@@ -99,8 +121,10 @@ class Output {
   // Removes the outputs of an earlier run into the directory: once this
   // run's checkpoint is there, they would seem to belong to it.
   void remove_stale() {
+    if (!earlier_run_) return;
     std::error_code ec;
     for (const char* n : output_files) fs::remove(dir_ / n, ec);
+    earlier_run_ = false;  // (this run's own outputs are written at its end)
   }
 
   void remove_checkpoint() {
@@ -156,6 +180,7 @@ class Output {
   std::unique_ptr<DirLock> lock_;
   std::vector<std::unique_ptr<AtomicFile>> files_;
   bool committed_ = false;
+  bool earlier_run_ = false;  ///< the directory held the outputs of a completed run (its run.json)
 };
 
 /// The table as CSV (header, one row per sample; the status column at its

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -71,6 +72,9 @@ class Rows {
   std::vector<double> p_, q_, qd_, nat_;
 };
 
+// A stop request (checked after each call of the engine).
+using Stop = std::function<bool()>;
+
 // The system-steps taken by the ensemble's systems so far.
 double steps_of(Ensemble& e) {
   double s = 0;
@@ -81,7 +85,7 @@ double steps_of(Ensemble& e) {
 
 // Rows every record_every steps: after every call, a row for each system
 // the call changed.
-void every_k_steps(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& rows) {
+void every_k_steps(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& rows, const Stop& stop) {
   const int N = e.size();
   std::vector<bool> live(static_cast<std::size_t>(N), true);
   for (;;) {
@@ -101,7 +105,7 @@ void every_k_steps(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& 
     }
     for (int k = 0; k < N; ++k)
       if (live[std::size_t(k)]) rows.current(k);
-    if (left.active == 0) break;
+    if (left.active == 0 || stop()) break;
     if (!moved) throw std::runtime_error("the recorded run makes no progress (dt too small for t?)");
   }
 }
@@ -111,7 +115,7 @@ void every_k_steps(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& 
 // are those of an unrecorded run), and the output times that its last step
 // covered are read off that step's dense output. A system that is done gets
 // a last row at its final state, with its status.
-void fixed_times(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& rows) {
+void fixed_times(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& rows, const Stop& stop) {
   const ModelInfo& M = *c.model;
   const int N = e.size(), n = M.n;
   e.enable_dense();
@@ -154,21 +158,27 @@ void fixed_times(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& ro
     }
     bool all = true;
     for (bool d : done) all = all && d;
-    if (all) break;
+    if (all || stop()) break;
     if (!moved) throw std::runtime_error("the recorded run makes no progress (dt too small for t?)");
   }
 }
 
 }  // namespace
 
-double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ostream& f) {
+double record_trajectories(const Config& c, Ensemble& e, const EngineOptions& eo, std::ostream& f,
+                           const std::atomic<int>* stop, bool* stopped) {
   Rows rows(c, e, f);
   for (int k = 0; k < e.size(); ++k) rows.current(k);
   const double before = steps_of(e);
+  const Stop asked = [&] {
+    const bool s = stop && stop->load() != 0;
+    if (s && stopped) *stopped = true;
+    return s;
+  };
   if (c.record_dt > 0) {
-    fixed_times(c, e, eo, rows);
+    fixed_times(c, e, eo, rows, asked);
   } else {
-    every_k_steps(c, e, eo, rows);
+    every_k_steps(c, e, eo, rows, asked);
   }
   return steps_of(e) - before;
 }

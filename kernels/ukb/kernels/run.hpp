@@ -113,6 +113,10 @@ struct RunCommon {
     if constexpr (HasEvents<Mo>) {
       if (s.events) {
         g = Mo::event(f.q, f.qd, f.t, p);
+        if (!(g - g == T(0))) {  // NaN or infinite: no step could be checked against it
+          f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
+          return true;
+        }
         if (start && g == T(0)) {
           // A system that cannot be evaluated fails before its handler is asked.
           Accel<Mo> a;
@@ -197,6 +201,10 @@ struct RunCommon {
           rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
         }
         g = Mo::event(f.q, f.qd, f.t, p);
+        // An event function that is NaN or infinite at the new state (0/0 in
+        // floating point) would make every step after it look like a
+        // crossing located at its start: the system fails there instead.
+        if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
       }
     } else {
       (void)located;
