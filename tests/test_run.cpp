@@ -1453,6 +1453,8 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"unknown backend", with("seed = 7", "seed = 7\nbackend = \"gpu\""), {"'backend'", "expected reference, cpu or cuda"}},
       {"dt too small for the time", with("t_end = 60.0", "t_end = 2e17").append("t0 = 1e17\n"),
        {"integrator.dt", "too small to advance the time"}},
+      {"max_steps too many for dt", with("t_end = 60.0", "t_end = inf\nmax_steps = 9223372036854775807"),
+       {"integrator.max_steps", "no longer advances the time", "fewer steps"}},
       {"unknown format", base + "[output]\nformats = [\"hdf5\"]\n", {"output.formats[0]", "expected csv or npy"}},
       {"unknown stabilization", base + "[stabilization]\nmethod = \"baumgart\"\n",
        {"stabilization.method", "did you mean 'baumgarte'"}},

@@ -663,10 +663,16 @@ void check_time_range(const Parser& P, const toml::table& root, Config& c) {
     const double t_last = std::isfinite(c.run.t_end) ? c.run.t_end
                                                      : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
     const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
-    if (!policy::step_advances_time(c.t0, t_last, c.run.dt))
+    if (!policy::step_advances_time(c.t0, t_last, c.run.dt)) {
+      if (!std::isfinite(c.run.t_end))  // the range is max_steps steps long
+        P.fail(I.get("max_steps"), "integrator.max_steps",
+               Parser::fmt(static_cast<double>(c.run.max_steps)) + " steps of " + Parser::fmt(c.run.dt) +
+                   " reach t = " + Parser::fmt(t_big) + ", where a step of dt no longer advances the time; "
+                   "expected fewer steps, a larger dt or a finite t_end");
       P.fail(dt, "integrator.dt",
              "the time step " + Parser::fmt(c.run.dt) + " is too small to advance the time near " +
                  Parser::fmt(t_big) + "; expected a larger dt or a smaller time range");
+    }
   }
   if (!(c.run.t_end > c.t0))
     P.fail(I.get("t_end"), "integrator.t_end",
