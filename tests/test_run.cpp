@@ -458,6 +458,21 @@ TEST(Run, AnEventFunctionThatIsNaNFailsTheSampleOnEveryBackend) {
   }
 }
 
+TEST(Run, ADormandPrinceFirstStepLongerThanTheRunStillEndsOnTEnd) {
+  // A time within dt * 1e-9 of t_end counts as t_end: with the first trial
+  // step dt = 1e8 over a run of 0.5 the samples used to end 'finished' near
+  // t = 0.4; the first step is taken as t_end - t0 now.
+  std::string text = ring_toml(4);
+  text.replace(text.find("dt = 0.01\n"), 10, "method = \"dopri5\"\ndt = 1e8\n");
+  text.replace(text.find("t_end = 60.0"), 12, "t_end = 0.5");
+  const Csv res(run_into(config(text), "dopri5_long_first") / "results.csv");
+  ASSERT_EQ(res.rows.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(res.text("status")[i], "finished") << i;
+    EXPECT_EQ(res.num("t_final")[i], 0.5) << i;
+  }
+}
+
 TEST(Run, TheStepLimitStatusDoesNotDependOnHowTheRunIsSplit) {
   // max_steps = 40 steps of 0.01 before t_end = 1: status max_steps whether
   // the 40 steps come in one call, in calls of 20, or of 7.
@@ -1043,6 +1058,11 @@ TEST(Outputs, SummaryStatisticsOfValuesOnEdgesConstantColumnsAndExtremes) {
             (std::vector<double>{-1e308, -5e307, 0.0, 5e307, 1e308}));
   EXPECT_EQ(huge["histogram"]["counts"].get<std::vector<long>>(), (std::vector<long>{1, 0, 2, 1}));
   EXPECT_EQ(huge["quantiles"]["p50"].get<double>(), 0.75);
+  // A sum that overflows (the values do not cancel): the mean of the
+  // values scaled down.
+  const double big = std::numeric_limits<double>::max();
+  const nlohmann::json over = of({big, big, 1.0}, 3);
+  EXPECT_NEAR(over["mean"].get<double>() / (big / 3 * 2), 1.0, 1e-15);
   // Tiny values: their squared deviations underflow, the std does not.
   const nlohmann::json tiny = of({1e-300, 3e-300}, 2);
   EXPECT_NEAR(tiny["std"].get<double>() / (std::sqrt(2.0) * 1e-300), 1.0, 1e-15);
@@ -1268,11 +1288,16 @@ TEST(Outputs, FilesOfOutputNamesAreRemovedOnlyWhereAnEarlierRunWroteThem) {
   EXPECT_EQ(slurp(mine / "trajectories.csv"), "the user's data\n");
   EXPECT_EQ(slurp(mine / "crosscheck.json"), "{}\n");
   EXPECT_TRUE(fs::exists(mine / "results.npy") && fs::exists(mine / "run.json"));
-  // Now it holds a run: a CSV-only run removes that run's results.npy.
+  // Now it holds a run, whose run.json lists what it wrote: a CSV-only run
+  // removes that run's results.npy, and still not the user's files.
+  const nlohmann::json first = nlohmann::json::parse(slurp(mine / "run.json"));
+  EXPECT_EQ(first["outputs"], nlohmann::json({"results.csv", "results.npy", "summary.json", "run.json"}));
   c.write_npy = false;
   run::execute(c, {.out_dir = mine.string()});
   EXPECT_FALSE(fs::exists(mine / "results.npy"));
   EXPECT_TRUE(fs::exists(mine / "results.csv"));
+  EXPECT_EQ(slurp(mine / "trajectories.csv"), "the user's data\n");
+  EXPECT_EQ(slurp(mine / "crosscheck.json"), "{}\n");
   // A directory under an output's name is refused before any work, and
   // neither it nor anything else is touched.
   const fs::path taken = unique_path("taken_dir");
@@ -1488,8 +1513,6 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"NUL in output.dir", base + "[output]\ndir = \"a\\u0000b\"\n", {"output.dir", "NUL character"}},
       {"NUL in the model", with("\"bead_on_ring\"", "\"ring\\u0000.hpp\""), {"'model'", "NUL character"}},
       {"rk4 step over 1e9 times the run", with("dt = 0.01", "dt = 1e12"), {"integrator.dt", "over 1e9 times the run", "no step would be taken"}},
-      {"first trial step longer than the run", with("dt = 0.01", "method = \"dopri5\"\ndt = 100.0"),
-       {"integrator.dt", "longer than the run (t_end - t0 = 60)"}},
       // A natural quantity whose default (0) is outside its range must be given.
       {"rolling_sphere without theta", "model = \"rolling_sphere\"\nsamples = 10\n[integrator]\ndt = 0.01\nt_end = 1.0\n[initial]\nx = 1.0\n",
        {"initial.theta", "required for 'rolling_sphere'", "its default 0 is not admissible", "nutation angle"}},

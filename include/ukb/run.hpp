@@ -101,6 +101,9 @@ struct Config {
 
   /// Every input in canonical order: params, then initial.
   std::vector<const Input*> inputs() const;
+  /// The config key of input k of inputs(): "params.mu", "initial.theta",
+  /// or for a raw initial state "initial.q[j]" / "initial.qd[j]".
+  std::string input_key(std::size_t k) const;
   /// The resolved config as JSON text (written to run.json).
   std::string to_json() const;
 };

@@ -664,7 +664,7 @@ void check_time_range(const Parser& P, const toml::table& root, Config& c) {
                                                      : c.t0 + static_cast<double>(c.run.max_steps) * c.run.dt;
     const double t_big = std::max(std::abs(c.t0), std::abs(t_last));
     if (!policy::step_advances_time(c.t0, t_last, c.run.dt)) {
-      if (!std::isfinite(c.run.t_end))  // the range is max_steps steps long
+      if (!std::isfinite(c.run.t_end) && policy::step_advances_time(c.t0, c.t0, c.run.dt))  // max_steps steps too far
         P.fail(I.get("max_steps"), "integrator.max_steps",
                Parser::fmt(static_cast<double>(c.run.max_steps)) + " steps of " + Parser::fmt(c.run.dt) +
                    " reach t = " + Parser::fmt(t_big) + ", where a step of dt no longer advances the time; "
@@ -680,18 +680,17 @@ void check_time_range(const Parser& P, const toml::table& root, Config& c) {
                Parser::fmt(c.run.t_end));
   // A time within dt * policy::end_slack of t_end counts as t_end reached:
   // a dt so large that the whole run is within it would end every sample
-  // 'finished' at t0 (RK4), and a first trial step longer than the run
-  // would end Dormand-Prince's samples short of t_end.
+  // 'finished' at t0 (RK4), and a first trial step much longer than the run
+  // would end Dormand-Prince's samples short of t_end: it is taken as
+  // t_end - t0.
   if (std::isfinite(c.run.t_end) && dt) {
     const double span = c.run.t_end - c.t0;
     if (c.run.method == Method::rk4 && !(span > c.run.dt * policy::end_slack))
       P.fail(dt, "integrator.dt",
              "the time step " + Parser::fmt(c.run.dt) + " is over 1e9 times the run (t_end - t0 = " +
                  Parser::fmt(span) + "): no step would be taken; expected dt <= t_end - t0");
-    if (c.run.method == Method::dopri5 && c.run.dt > span)
-      P.fail(dt, "integrator.dt",
-             "the first trial step " + Parser::fmt(c.run.dt) + " is longer than the run (t_end - t0 = " +
-                 Parser::fmt(span) + "); expected dt <= t_end - t0, or no dt (chosen automatically)");
+    // (Dormand-Prince's first step is at most the time left anyway.)
+    if (c.run.method == Method::dopri5 && c.run.dt > span) c.run.dt = span;
   }
 }
 
@@ -702,7 +701,7 @@ void check_axes(const Parser& P, Config& c) {
   for (std::size_t k = 0; k < inputs.size(); ++k)
     if (const Input* x = inputs[k]; x->dist.is_axis()) {
       if (total > 1000000000000L / x->dist.axis_size())
-        P.fail(nullptr, (k < c.params.size() ? "params." : "initial.") + x->name,
+        P.fail(nullptr, c.input_key(k),
                "the sweep axes (lists of values and grids) have more than 1e12 points together");
       total *= x->dist.axis_size();
     }

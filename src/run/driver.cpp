@@ -89,9 +89,7 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
   // config's error, before any work.
   for (std::size_t k = 0; k < in.size(); ++k)
     if (!std::isfinite(in[k])) {
-      const std::string key = k < c.params.size() ? "params." + c.params[k].name
-                                                  : "initial." + c.initial[k - c.params.size()].name;
-      throw ConfigError(c.path + ": key '" + key + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
+      throw ConfigError(c.path + ": key '" + c.input_key(k) + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
                         "; expected finite values: narrow its distribution");
     }
   std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(np), params);
@@ -844,6 +842,9 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     }
     if (cross)
       r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
+    std::vector<std::string> outputs = out.opened();  // what a later run into DIR may remove
+    outputs.emplace_back("run.json");
+    r["outputs"] = outputs;
     AtomicFile& f = out.open("run.json");
     f.stream() << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a path need not be UTF-8
     f.close();

@@ -30,14 +30,20 @@ char* put_g17(char* out, double v) {
 
 }  // namespace
 
-bool holds_a_run(const fs::path& dir) {
+std::vector<std::string> earlier_outputs(const fs::path& dir) {
   std::error_code ec;
   const fs::path f = dir / "run.json";
   const fs::file_status st = fs::symlink_status(f, ec);
-  if (!fs::is_regular_file(st) || fs::file_size(f, ec) > (std::uintmax_t{16} << 20) || ec) return false;
+  if (!fs::is_regular_file(st) || fs::file_size(f, ec) > (std::uintmax_t{16} << 20) || ec) return {};
   std::ifstream in(f, std::ios::binary);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("version") && j.contains("config") && j.contains("status_counts");
+  if (!(j.is_object() && j.contains("version") && j.contains("config") && j.contains("status_counts"))) return {};
+  std::vector<std::string> out;
+  for (const char* n : output_files)
+    if (!j.contains("outputs") || (j["outputs"].is_array() && std::find(j["outputs"].begin(), j["outputs"].end(),
+                                                                        nlohmann::json(n)) != j["outputs"].end()))
+      out.emplace_back(n);
+  return out;
 }
 
 std::string g17(double v) {

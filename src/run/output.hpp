@@ -25,9 +25,10 @@ namespace fs = std::filesystem;
 /// trip), nan, inf, -inf.
 std::string g17(double v);
 
-/// True where dir/run.json is the run.json of a completed ukb run (a JSON
-/// object with its version, config and status counts).
-bool holds_a_run(const fs::path& dir);
+/// The outputs of the completed ukb run whose run.json is in dir: the
+/// files its "outputs" lists (every output name for a run.json of a build
+/// before that list); none where dir holds no such run.json.
+std::vector<std::string> earlier_outputs(const fs::path& dir);
 
 /// The files a run writes (each only when asked for).
 inline constexpr const char* output_files[] = {"results.csv", "results.npy", "summary.json", "trajectories.csv", "crosscheck.json",
@@ -80,14 +81,14 @@ class Output {
         remove_created(created);
         throw ConfigError(origin + ": '" + (dir_ / n).string() + "' is " +
                           (fs::is_directory(st) ? "a directory" : "not a regular file") +
-                          "; the run writes its " + n + " there: remove or rename it, or choose another directory");
+                          ", under the name of one of ukb's output files: remove or rename it, or choose another "
+                          "directory");
       }
     }
     // The outputs of an earlier run into this directory are removed where
-    // this run does not write them (they would seem to belong to it); files
-    // of those names in a directory no run has written (its run.json says
-    // so) are the user's, and stay.
-    earlier_run_ = holds_a_run(dir_);
+    // this run does not write them (they would seem to belong to it): those
+    // its run.json lists. Other files of those names are the user's, and stay.
+    earlier_ = earlier_outputs(dir_);
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -110,9 +111,8 @@ class Output {
     for (auto& f : files_) f->close(/*sync=*/true);
     for (auto& f : files_) f->publish();
     std::error_code ec;
-    for (const char* n : output_files)
-      if (earlier_run_ &&
-          std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
+    for (const std::string& n : earlier_)
+      if (std::none_of(files_.begin(), files_.end(), [&](const auto& f) { return f->target().filename() == n; }))
         fs::remove(dir_ / n, ec);  // a stale file left is harmless: every file of this run is in place
     committed_ = true;
     remove_checkpoint();  // the run is complete
@@ -121,10 +121,16 @@ class Output {
   // Removes the outputs of an earlier run into the directory: once this
   // run's checkpoint is there, they would seem to belong to it.
   void remove_stale() {
-    if (!earlier_run_) return;
     std::error_code ec;
-    for (const char* n : output_files) fs::remove(dir_ / n, ec);
-    earlier_run_ = false;  // (this run's own outputs are written at its end)
+    for (const std::string& n : earlier_) fs::remove(dir_ / n, ec);
+    earlier_.clear();  // (this run's own outputs are written at its end)
+  }
+
+  /// The names of the files opened so far (run.json lists them).
+  std::vector<std::string> opened() const {
+    std::vector<std::string> v;
+    for (const auto& f : files_) v.push_back(f->target().filename().string());
+    return v;
   }
 
   void remove_checkpoint() {
@@ -180,7 +186,7 @@ class Output {
   std::unique_ptr<DirLock> lock_;
   std::vector<std::unique_ptr<AtomicFile>> files_;
   bool committed_ = false;
-  bool earlier_run_ = false;  ///< the directory held the outputs of a completed run (its run.json)
+  std::vector<std::string> earlier_;  ///< the outputs of a completed run found in the directory
 };
 
 /// The table as CSV (header, one row per sample; the status column at its

@@ -116,6 +116,13 @@ std::vector<double> draw_inputs(const Config& c, std::uint64_t sample) {
   return out;
 }
 
+std::string Config::input_key(std::size_t k) const {
+  if (k < params.size()) return "params." + params[k].name;
+  const std::size_t j = k - params.size(), n = model ? static_cast<std::size_t>(model->n) : 0;
+  if (!raw_initial) return "initial." + initial[j].name;
+  return j < n ? "initial.q[" + std::to_string(j) + "]" : "initial.qd[" + std::to_string(j - n) + "]";
+}
+
 std::vector<const Input*> Config::inputs() const {
   std::vector<const Input*> v;
   for (const Input& x : params) v.push_back(&x);

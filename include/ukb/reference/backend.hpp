@@ -121,6 +121,10 @@ struct RefRun {
     y.ctrl |= started;
     if (first) monitor(x);
     g = with_events ? event(x) : 0.0;
+    if (with_events && !std::isfinite(g)) {  // no step could be checked against it
+      st = Status::failed_nonfinite;
+      return;
+    }
     if (with_events && first && g == 0.0) {
       st = f(x.q, x.qd, x.t).status;
       ++y.rhs_evals;
@@ -128,6 +132,7 @@ struct RefRun {
         ++y.events;
         rest = handler_stops(x);
         g = event(x);
+        if (!rest && !std::isfinite(g)) st = Status::failed_nonfinite;
       }
     }
   }
@@ -170,6 +175,7 @@ struct RefRun {
         rest = handler_stops(x);
       }
       g = event(x);
+      if (!rest && !std::isfinite(g)) st = Status::failed_nonfinite;  // NaN or infinite: fails here
     }
     monitor(x);
   }

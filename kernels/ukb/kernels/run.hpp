@@ -126,6 +126,7 @@ struct RunCommon {
             ++f.events;
             rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
             g = Mo::event(f.q, f.qd, f.t, p);
+            if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
           } else {
             f.status = static_cast<std::int32_t>(st);
           }
