@@ -74,10 +74,51 @@ struct StepRanks {
   bool marginal = false;      ///< a rank decision was marginal
 };
 
-/// What SystemRun and AdaptiveRun share: the system's fields in local
-/// storage, its parameters, and what happens around a step (the start of a
-/// system, the projection, the limits, the counters, the event handler, the
-/// residual monitor, the final status).
+/// What a run holds of its system in local storage (registers on a GPU):
+/// the fields that every step reads or writes. The counters and maxima that
+/// change rarely (events, the rank counters, inconsistent steps, projection
+/// failures, rejected steps, evaluations, the largest residuals, t_stop)
+/// stay in the batch and are changed there, where they change: carried
+/// through every step they took a GPU thread's registers from the step's
+/// own arithmetic (bench/README.md, "Registers of the run loop").
+template <Model Mo>
+struct RunState {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n;
+  T q[n];                   ///< positions
+  T qd[n];                  ///< velocities
+  T t;                      ///< time
+  std::int32_t status;      ///< Status
+  std::int32_t ctrl;        ///< the run bits of the `ctrl` field
+  std::int32_t rank_prev;   ///< 1 + the smallest rank(B) of the last step; 0 before the first
+  std::int64_t steps;       ///< accepted steps since set_state
+
+  UKB_HD void load(const BatchView<Mo>& v, int i) {
+    for (int j = 0; j < n; ++j) q[j] = v.q[soa(j, i, v.N)], qd[j] = v.qd[soa(j, i, v.N)];
+    t = v.t[i];
+    status = v.status[i];
+    ctrl = v.ctrl[i];
+    rank_prev = v.rank_prev[i];
+    steps = v.steps[i];
+  }
+  UKB_HD void store(const BatchView<Mo>& v, int i) const {
+    for (int j = 0; j < n; ++j) v.q[soa(j, i, v.N)] = q[j], v.qd[soa(j, i, v.N)] = qd[j];
+    v.t[i] = t;
+    v.status[i] = status;
+    v.ctrl[i] = ctrl;
+    v.rank_prev[i] = rank_prev;
+    v.steps[i] = steps;
+  }
+  /// True while the status is ok.
+  UKB_HD bool ok() const { return status == static_cast<std::int32_t>(Status::ok); }
+};
+
+/// What SystemRun and AdaptiveRun share: the system's state in local
+/// storage (RunState), its parameters, and what happens around a step (the
+/// start of a system, the projection, the limits, the counters, the event
+/// handler, the residual monitor, the final status). The batch view `v`
+/// given to load, feed and store is the one the system lives in; the
+/// counters are changed there (RunState says why).
 template <Model Mo>
 struct RunCommon {
   using T = typename Mo::Scalar;
@@ -86,7 +127,8 @@ struct RunCommon {
   static constexpr std::int32_t started_bit = 1;  ///< the start of the system is done (monitor, handler)
   static constexpr std::int32_t fsal_bit = 2;     ///< dopri5: the acceleration at the state is evaluated and counted
   static constexpr std::int32_t rejected_bit = 4; ///< dopri5: the last step was rejected
-  SystemFields<Mo> f;            ///< the system's state and monitors
+  RunState<Mo> f;                ///< the system's state
+  int sys = -1;                  ///< the system's index in the batch
   typename Mo::Params p{};
   bool rest = false;             ///< the handler stopped the system for good
   T g = T(0);                    ///< the event function at (q, q', t) (with events)
@@ -103,13 +145,14 @@ struct RunCommon {
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
     f.load(v, i);
     if (!f.ok()) return false;
+    sys = i;
     p = load_params<Mo>(v, i);
     rest = false;
     begun = 0;
     g = T(0);
     const bool start = f.steps == 0 && !(f.ctrl & started_bit);
     f.ctrl |= started_bit;
-    if (start) monitor(s);
+    if (start) monitor(v, s);
     if constexpr (HasEvents<Mo>) {
       if (s.events) {
         g = Mo::event(f.q, f.qd, f.t, p);
@@ -121,9 +164,9 @@ struct RunCommon {
           // A system that cannot be evaluated fails before its handler is asked.
           Accel<Mo> a;
           const Status st = uk_eval_rare<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
-          ++f.rhs_evals;
+          add(v.rhs_evals, 1);
           if (st == Status::ok) {
-            ++f.events;
+            add(v.events, 1);
             rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
             g = Mo::event(f.q, f.qd, f.t, p);
             if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
@@ -136,21 +179,29 @@ struct RunCommon {
     return true;
   }
 
-  /// Scatters system i back with its final status.
-  UKB_HD void store(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
+  /// Scatters the system back (into v, at the index load took) with its
+  /// final status.
+  UKB_HD void store(const BatchView<Mo>& v, const RunSettings<T>& s) {
     if (rest) {
       f.status = static_cast<std::int32_t>(Status::at_rest);
-      f.t_stop = f.t;
+      v.t_stop[sys] = f.t;
     } else if (f.ok() && f.steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
                s.t_end - f.t > s.dt * T(policy::end_slack)) {
       f.status = static_cast<std::int32_t>(Status::max_steps);  // the step limit came before a finite t_end
     } else if (!f.ok()) {
-      f.t_stop = f.t;  // a failure: the time of the last good state
+      v.t_stop[sys] = f.t;  // a failure: the time of the last good state
     }
-    f.store(v, i);
+    f.store(v, sys);
   }
 
  protected:
+  // Adds k to the system's entry of a counter of the batch (none where the
+  // batch does not have it: the monitors of adaptive steps).
+  template <class I>
+  UKB_HD void add(I* counter, int k) const {
+    if (counter) counter[sys] += k;
+  }
+
   UKB_HD void reset_ranks() {
     min_rank = m;
     max_rank = 0;
@@ -186,19 +237,19 @@ struct RunCommon {
 
   // The counters of a settled step, then the handler (`located`: the step
   // ended at a located event) and the monitor.
-  UKB_HD void count(const RunSettings<T>& s, bool converged, bool located) {
+  UKB_HD void count(const BatchView<Mo>& v, const RunSettings<T>& s, bool converged, bool located) {
     ++f.steps;
-    f.rank_drops += min_rank < m ? 1 : 0;
     const bool changed = max_rank != min_rank || (f.rank_prev != 0 && f.rank_prev != min_rank + 1);
-    f.rank_changes += changed ? 1 : 0;
     f.rank_prev = min_rank + 1;
-    f.rank_marginal += marginal ? 1 : 0;
-    f.inconsistent += bad_rows ? 1 : 0;
-    f.proj_fails += converged ? 0 : 1;
+    if (min_rank < m) add(v.rank_drops, 1);
+    if (changed) add(v.rank_changes, 1);
+    if (marginal) add(v.rank_marginal, 1);
+    if (bad_rows) add(v.inconsistent, 1);
+    if (!converged) add(v.proj_fails, 1);
     if constexpr (HasEvents<Mo>) {
       if (s.events) {
         if (located) {
-          ++f.events;
+          add(v.events, 1);
           rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
         }
         g = Mo::event(f.q, f.qd, f.t, p);
@@ -210,18 +261,19 @@ struct RunCommon {
     } else {
       (void)located;
     }
-    monitor(s);
+    monitor(v, s);
   }
 
-  UKB_HD void monitor(const RunSettings<T>& s) {
+  // The largest residuals seen, in the batch (a NaN stays).
+  UKB_HD void monitor(const BatchView<Mo>& v, const RunSettings<T>& s) {
     if constexpr (HasResidual<Mo>) {
       if (!s.monitor) return;
       T a, b;
       Mo::residual(f.q, f.qd, f.t, p, a, b);
-      f.res_pos = a > f.res_pos || a != a ? a : f.res_pos;  // NaN propagates
-      f.res_vel = b > f.res_vel || b != b ? b : f.res_vel;
+      if (a > v.res_pos[sys] || a != a) v.res_pos[sys] = a;
+      if (b > v.res_vel[sys] || b != b) v.res_vel[sys] = b;
     } else {
-      (void)s;
+      (void)v, (void)s;
     }
   }
 
@@ -353,7 +405,7 @@ struct SystemRun : RunCommon<Mo> {
 
   /// Whether another step is to be taken in this call; if so, its start
   /// (q0, qd0, t0), size() and checked() are set.
-  UKB_HD bool next(const RunSettings<T>& s) {
+  UKB_HD bool next(const BatchView<Mo>& /*v*/, const RunSettings<T>& s) {
     if (locating) return true;  // the bisection's next trial
     if (begun >= s.budget || !begin(s)) return false;
     ++begun;
@@ -378,9 +430,9 @@ struct SystemRun : RunCommon<Mo> {
   /// The outcome of the step next() asked for: its status, its end state
   /// (q, q', t), whether it stayed clean (checked steps; true otherwise),
   /// and what its evaluations found about B.
-  UKB_HD void feed(const RunSettings<T>& s, Status st, const T* q, const T* qd, T t, bool step_clean,
-                   const StepRanks& k) {
-    f.rhs_evals += Rk4::stages;  // kept where the batch has the monitors of adaptive steps
+  UKB_HD void feed(const BatchView<Mo>& v, const RunSettings<T>& s, Status st, const T* q, const T* qd, T t,
+                   bool step_clean, const StepRanks& k) {
+    this->add(v.rhs_evals, Rk4::stages);  // kept where the batch has the monitors of adaptive steps
     if (st != Status::ok) {  // keep the state before the step
       f.status = static_cast<std::int32_t>(st);
       restore();
@@ -402,12 +454,12 @@ struct SystemRun : RunCommon<Mo> {
       if (bisection.next(s.event_tol, trial)) return;  // another trial
       locating = false;  // located: the state is at t0 + bisection.lo
     }
-    finish(s);  // its one call: the projection is inlined once
+    finish(v, s);  // its one call: the projection is inlined once
   }
 
   /// Takes the step that r asked for (next), in scalar code, and hands r
   /// the outcome.
-  UKB_HD static void step_one(SystemRun& r, const RunSettings<T>& s) {
+  UKB_HD static void step_one(SystemRun& r, const BatchView<Mo>& v, const RunSettings<T>& s) {
     T q[n], qd[n], t = r.t0;
     for (int j = 0; j < n; ++j) q[j] = r.q0[j], qd[j] = r.qd0[j];
     StepRanks k{m, 0, false, false};
@@ -416,7 +468,7 @@ struct SystemRun : RunCommon<Mo> {
     const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
     const Status st = Rk4::template step<Mo, T>(q, qd, t, r.size(), r.p, ss, check);
     if (st == Status::ok) check(q, qd, t);  // and the end state
-    r.feed(s, st, q, qd, t, clean, k);
+    r.feed(v, s, st, q, qd, t, clean, k);
   }
 
   /// Takes the steps of the live lanes of r (W runs; a lane that is not
@@ -424,7 +476,7 @@ struct SystemRun : RunCommon<Mo> {
   /// the lanes' parameters P, and hands each live lane its outcome.
   template <class V>
   static void step_lanes(SystemRun* r, const bool* live, int lead, const ParamsOf<Mo, V>& P,
-                         const RunSettings<T>& s) {
+                         const BatchView<Mo>& v, const RunSettings<T>& s) {
     using Lane = Lanes<V>;
     constexpr int W = Lane::width;
     LaneStart<Mo, V> in(r, live, lead, s);
@@ -445,7 +497,7 @@ struct SystemRun : RunCommon<Mo> {
     Lane::scatter(in.t, te);
     for (int l = 0; l < W; ++l)
       if (live[l])
-        r[l].feed(s, st[l], qe[l], qde[l], te[l], clean[l],
+        r[l].feed(v, s, st[l], qe[l], qde[l], te[l], clean[l],
                   StepRanks{min_rank[l], max_rank[l], bool(bad_rows[l]), bool(marginal[l])});
   }
 
@@ -463,7 +515,7 @@ struct SystemRun : RunCommon<Mo> {
 
   // After an accepted step (or a located event): the projection, the
   // residual limit, the counters, the handler and the monitor.
-  UKB_HD void finish(const RunSettings<T>& s) {
+  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s) {
     bool converged = true;
     const Status st = this->settle(s, converged);
     if (st != Status::ok) {  // keep the state before this step
@@ -471,7 +523,7 @@ struct SystemRun : RunCommon<Mo> {
       restore();
       return;
     }
-    this->count(s, converged, !clean);
+    this->count(v, s, converged, !clean);
   }
 };
 
@@ -527,22 +579,28 @@ struct AdaptiveRun : RunCommon<Mo> {
   bool locating = false; ///< it crossed the event, not shown by an accepted dense output: bisection trials follow
   Bisection<T> bisection{};
   T err_lo{};            ///< the error norm of the longest clean trial so far (NaN: none)
-  T* dense = nullptr;    ///< the batch's dense outputs, or null
-  int dense_N = 0, dense_i = 0;
+  T h_next{};            ///< the `h_next` field: the size the control chose for the next step (0: none yet)
+  T err_prev{};          ///< the `err_prev` field: the error norm of the last accepted step
 
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
     k1_ok = false;
     locating = false;
-    dense = v.dense;
-    dense_N = v.N;
-    dense_i = i;
+    h_next = v.h_next ? v.h_next[i] : T(0);
+    err_prev = v.err_prev ? v.err_prev[i] : T(0);
     return Base::load(v, i, s);
   }
 
+  /// Scatters the system back (RunCommon::store) with the control's state.
+  UKB_HD void store(const BatchView<Mo>& v, const RunSettings<T>& s) {
+    if (v.h_next) v.h_next[this->sys] = h_next;
+    if (v.err_prev) v.err_prev[this->sys] = err_prev;
+    Base::store(v, s);
+  }
+
   /// Whether another step is to be taken in this call (as SystemRun::next).
-  UKB_HD bool next(const RunSettings<T>& s) {
+  UKB_HD bool next(const BatchView<Mo>& v, const RunSettings<T>& s) {
     if (locating) return true;  // the bisection's next trial (h and t1 set)
-    if (begun >= s.budget || !begin(s)) return false;
+    if (begun >= s.budget || !begin(v, s)) return false;
     ++begun;
     clean = true;
     return true;
@@ -562,18 +620,18 @@ struct AdaptiveRun : RunCommon<Mo> {
   /// Whether feed needs the step's dense output: an accepted step that
   /// crossed the event, or any accepted step (or clean trial) of a batch
   /// that keeps them.
-  UKB_HD bool wants_dense(const RunSettings<T>& s, T err, bool step_clean) const {
-    if (locating) return dense != nullptr && step_clean;
-    return err <= T(1) && (dense != nullptr || (s.events && !step_clean));
+  UKB_HD bool wants_dense(const BatchView<Mo>& v, const RunSettings<T>& s, T err, bool step_clean) const {
+    if (locating) return v.dense != nullptr && step_clean;
+    return err <= T(1) && (v.dense != nullptr || (s.events && !step_clean));
   }
 
   /// The outcome of the step next() asked for: its status, the fifth-order
   /// end state (q, q'), its error norm, whether it stayed clean, the
   /// acceleration at the end (a1), what its evaluations found about B, and
   /// its dense output where wants_dense.
-  UKB_HD void feed(const RunSettings<T>& s, Status st, const T* q, const T* qd, T err, bool step_clean,
-                   const T* a1, const StepRanks& k, const DenseStep<n, T>* dn) {
-    f.rhs_evals += Dopri5Tableau::stages - 1;
+  UKB_HD void feed(const BatchView<Mo>& v, const RunSettings<T>& s, Status st, const T* q, const T* qd, T err,
+                   bool step_clean, const T* a1, const StepRanks& k, const DenseStep<n, T>* dn) {
+    this->add(v.rhs_evals, Dopri5Tableau::stages - 1);
     if (st != Status::ok) {  // the state before the step
       f.status = static_cast<std::int32_t>(st);
       if (locating) this->set(q0, qd0, t0);
@@ -586,7 +644,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       if (step_clean) {
         this->set(q, qd, t1);
         err_lo = err;
-        write_dense(dn);
+        write_dense(v, dn);
       }
       T trial;
       if (bisection.next(s.event_tol, trial)) {
@@ -599,24 +657,24 @@ struct AdaptiveRun : RunCommon<Mo> {
         // The longest clean step is not accurate enough: a shorter step
         // (the control's choice after that error) approaches the event.
         this->set(q0, qd0, t0);
-        drop_dense();  // the trials' were written: none of them is accepted
-        T err_prev = f.err_prev, h_new;
+        drop_dense(v);  // the trials' were written: none of them is accepted
+        T e_prev = err_prev, h_new;
         bool was_rejected = true;
-        dopri5_control(bisection.lo, err_lo, err_prev, was_rejected, h_new);
-        reject(h_new);
+        dopri5_control(bisection.lo, err_lo, e_prev, was_rejected, h_new);
+        reject(v, h_new);
         return;
       }
       k1_ok = false;
-      finish(s, true);  // located: the state is at t0 + bisection.lo
+      finish(v, s, true);  // located: the state is at t0 + bisection.lo
       return;
     }
     if (!(err == err)) {  // a NaN error norm: the step's end state is not finite
       f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
       return;
     }
-    T err_prev = f.err_prev, h_new;
+    T e_prev = err_prev, h_new;
     bool was_rejected = (f.ctrl & rejected_bit) != 0;
-    const bool accepted = dopri5_control(h, err, err_prev, was_rejected, h_new);
+    const bool accepted = dopri5_control(h, err, e_prev, was_rejected, h_new);
     bool crossed = false;
     if constexpr (HasEvents<Mo>) crossed = s.events && !step_clean;
     T theta = T(1);
@@ -626,11 +684,11 @@ struct AdaptiveRun : RunCommon<Mo> {
       // the step back to the start's side): the longest clean step from the
       // start, by bisection on its size.
       if (accepted) {
-        f.err_prev = err_prev;
-        f.h_next = h_new;
+        err_prev = e_prev;
+        h_next = h_new;
         f.ctrl &= ~rejected_bit;
       } else {
-        reject(h_new);
+        reject(v, h_new);
       }
       locating = true;
       err_lo = std::numeric_limits<T>::quiet_NaN();
@@ -643,15 +701,15 @@ struct AdaptiveRun : RunCommon<Mo> {
       }
       locating = false;  // a step within event_tol: the event is at its start
       k1_ok = false;
-      finish(s, true);
+      finish(v, s, true);
       return;
     }
     if (!accepted) {
-      reject(h_new);
+      reject(v, h_new);
       return;
     }
-    f.err_prev = err_prev;
-    f.h_next = h_new;
+    err_prev = e_prev;
+    h_next = h_new;
     f.ctrl &= ~rejected_bit;
     if (crossed) {  // located on the dense output
       T qe[n], qde[n];
@@ -663,13 +721,13 @@ struct AdaptiveRun : RunCommon<Mo> {
       for (int j = 0; j < n; ++j) k1[j] = a1[j];  // FSAL
       k1_ok = true;
     }
-    write_dense(dn);
-    finish(s, crossed);
+    write_dense(v, dn);
+    finish(v, s, crossed);
   }
 
   /// Takes the step that r asked for (next), in scalar code, and hands r
   /// the outcome.
-  UKB_HD static void step_one(AdaptiveRun& r, const RunSettings<T>& s) {
+  UKB_HD static void step_one(AdaptiveRun& r, const BatchView<Mo>& v, const RunSettings<T>& s) {
     Dopri5Stages<n, T> k;
     for (int j = 0; j < n; ++j) k.kq[0][j] = r.qd0[j], k.kv[0][j] = r.k1[j];
     T q[n], qd[n], eq[n], ev[n];
@@ -684,15 +742,15 @@ struct AdaptiveRun : RunCommon<Mo> {
       err = dopri5_error<n, T>(r.q0, r.qd0, q, qd, eq, ev, s.control);
     }
     DenseStep<n, T> dn;
-    const bool dense = st == Status::ok && r.wants_dense(s, err, clean);
+    const bool dense = st == Status::ok && r.wants_dense(v, s, err, clean);
     if (dense) dopri5_dense<n, T>(r.q0, r.qd0, q, qd, k, r.h, 0, dn);
-    r.feed(s, st, q, qd, err, clean, k.kv[6], ranks, dense ? &dn : nullptr);
+    r.feed(v, s, st, q, qd, err, clean, k.kv[6], ranks, dense ? &dn : nullptr);
   }
 
   /// The steps of the live lanes of r on a pack (as SystemRun::step_lanes).
   template <class V>
   static void step_lanes(AdaptiveRun* r, const bool* live, int lead, const ParamsOf<Mo, V>& P,
-                         const RunSettings<T>& s) {
+                         const BatchView<Mo>& v, const RunSettings<T>& s) {
     using Lane = Lanes<V>;
     constexpr int W = Lane::width;
     LaneStart<Mo, V> in(r, live, lead, s);
@@ -720,7 +778,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       // and the later stages were never written (feed reads none of them).
       for (int l = 0; l < W; ++l)
         if (live[l])
-          r[l].feed(s, st[l], nullptr, nullptr, T(0), false, nullptr,
+          r[l].feed(v, s, st[l], nullptr, nullptr, T(0), false, nullptr,
                     StepRanks{min_rank[l], max_rank[l], false, false}, nullptr);
       return;
     }
@@ -738,9 +796,9 @@ struct AdaptiveRun : RunCommon<Mo> {
     for (int l = 0; l < W; ++l) {
       if (!live[l]) continue;
       DenseStep<n, T> dn;
-      const bool dense = st[l] == Status::ok && r[l].wants_dense(s, err[l], bool(clean[l]));
+      const bool dense = st[l] == Status::ok && r[l].wants_dense(v, s, err[l], bool(clean[l]));
       if (dense) dopri5_dense<n, V>(in.q, in.qd, q, qd, k, in.h, l, dn);
-      r[l].feed(s, st[l], qe[l], qde[l], err[l], bool(clean[l]), ae[l],
+      r[l].feed(v, s, st[l], qe[l], qde[l], err[l], bool(clean[l]), ae[l],
                 StepRanks{min_rank[l], max_rank[l], bool(bad_rows[l]), bool(marginal[l])}, dense ? &dn : nullptr);
     }
   }
@@ -749,7 +807,7 @@ struct AdaptiveRun : RunCommon<Mo> {
   // A step is to be taken: the acceleration at the state (evaluated where
   // it is not known), the step's size h and end time t1; false where there
   // is none (or the system fails here).
-  UKB_HD bool begin(const RunSettings<T>& s) {
+  UKB_HD bool begin(const BatchView<Mo>& v, const RunSettings<T>& s) {
     if (rest || !f.ok() || f.steps >= s.max_steps || !(f.t < s.t_pause)) return false;
     const T remaining = s.t_end - f.t;
     if (!(remaining > s.dt * T(policy::end_slack))) return false;
@@ -760,7 +818,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       Accel<Mo> a;
       const Status st = uk_eval_rare<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
       if (!(f.ctrl & fsal_bit)) {  // a new evaluation (else that of the last step's last stage again)
-        ++f.rhs_evals;
+        this->add(v.rhs_evals, 1);
         if (st == Status::ok) this->add_ranks(StepRanks{a.rank, a.rank, a.inconsistent, a.marginal});
       }
       if (st != Status::ok) {
@@ -771,9 +829,9 @@ struct AdaptiveRun : RunCommon<Mo> {
       k1_ok = true;
       f.ctrl |= fsal_bit;
     }
-    T step = f.h_next;
+    T step = h_next;
     if (!(step > T(0))) {  // the first step: a guess, within [dt_min, dt_max]
-      step = s.dt > T(0) ? s.dt : initial_step(s);
+      step = s.dt > T(0) ? s.dt : initial_step(v, s);
       if (!(step - step == T(0))) {  // NaN or infinite: the state or its acceleration is not finite
         f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
         return false;
@@ -794,17 +852,17 @@ struct AdaptiveRun : RunCommon<Mo> {
       h = step;
       t1 = f.t + step;
     }
-    f.h_next = step;
+    h_next = step;
     for (int j = 0; j < n; ++j) q0[j] = f.q[j], qd0[j] = f.qd[j];
     t0 = f.t;
     return true;
   }
 
   // The first step where dt is 0 (dopri5_initial_step), one evaluation more.
-  UKB_HD T initial_step(const RunSettings<T>& s) {
+  UKB_HD T initial_step(const BatchView<Mo>& v, const RunSettings<T>& s) {
     T f0[2 * n];
     for (int j = 0; j < n; ++j) f0[j] = f.qd[j], f0[n + j] = k1[j];
-    ++f.rhs_evals;
+    this->add(v.rhs_evals, 1);
     auto accel = [&](const T* q, const T* qd, T t, T* out) {
       Accel<Mo> a;
       if (uk_eval_rare<Mo>(q, qd, t, p, s.rank_rtol, a, s.baumgarte) != Status::ok) return false;
@@ -817,43 +875,44 @@ struct AdaptiveRun : RunCommon<Mo> {
   // After an accepted step (or a located event): the projection, the
   // residual limit, the counters, the handler and the monitor; whether the
   // acceleration at the state is known (FSAL) goes to ctrl.
-  UKB_HD void finish(const RunSettings<T>& s, bool located) {
+  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s, bool located) {
     bool converged = true;
     const Status ss = this->settle(s, converged);
     if (ss != Status::ok) {  // keep the state before this step
       f.status = static_cast<std::int32_t>(ss);
       this->set(q0, qd0, t0);
-      drop_dense();
+      drop_dense(v);
       return;
     }
     if (s.projection.on) k1_ok = false;
-    this->count(s, converged, located);
+    this->count(v, s, converged, located);
     if (located) k1_ok = false;  // the handler may have changed the state
     f.ctrl = k1_ok ? (f.ctrl | fsal_bit) : (f.ctrl & ~fsal_bit);
   }
 
   // The dense output of the step just taken into the batch's, where it has one.
-  UKB_HD void write_dense(const DenseStep<n, T>* dn) {
-    if (!dense || !dn) return;
+  UKB_HD void write_dense(const BatchView<Mo>& v, const DenseStep<n, T>* dn) const {
+    if (!v.dense || !dn) return;
+    const int i = this->sys;
     for (int r = 0; r < 5; ++r)
-      for (int y = 0; y < 2 * n; ++y) dense[soa(r * 2 * n + y, dense_i, dense_N)] = dn->r[r][y];
-    dense[soa(10 * n, dense_i, dense_N)] = t0;
-    dense[soa(10 * n + 1, dense_i, dense_N)] = h;
+      for (int y = 0; y < 2 * n; ++y) v.dense[soa(r * 2 * n + y, i, v.N)] = dn->r[r][y];
+    v.dense[soa(10 * n, i, v.N)] = t0;
+    v.dense[soa(10 * n + 1, i, v.N)] = h;
   }
 
   // No dense output (t0 = h = NaN): the one written was of a step that is
   // not accepted after all (its event location's trials, or it failed to
   // settle), and the accepted step before it has been overwritten.
-  UKB_HD void drop_dense() {
-    if (!dense) return;
-    dense[soa(10 * n, dense_i, dense_N)] = std::numeric_limits<T>::quiet_NaN();
-    dense[soa(10 * n + 1, dense_i, dense_N)] = std::numeric_limits<T>::quiet_NaN();
+  UKB_HD void drop_dense(const BatchView<Mo>& v) const {
+    if (!v.dense) return;
+    v.dense[soa(10 * n, this->sys, v.N)] = std::numeric_limits<T>::quiet_NaN();
+    v.dense[soa(10 * n + 1, this->sys, v.N)] = std::numeric_limits<T>::quiet_NaN();
   }
 
   // A rejected step: the state stays, the next try has size h_new.
-  UKB_HD void reject(T h_new) {
-    ++f.rejected;
-    f.h_next = h_new;
+  UKB_HD void reject(const BatchView<Mo>& v, T h_new) {
+    this->add(v.rejected, 1);
+    h_next = h_new;
     f.ctrl |= rejected_bit;
   }
 
@@ -938,17 +997,17 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, Source& src, const RunSett
   // until one has a step to take; false when the source has none left.
   auto next = [&](int l) -> bool {
     if (sys[l] >= 0) {
-      if (r[l].next(s)) return true;
-      r[l].store(v, sys[l], s);
+      if (r[l].next(v, s)) return true;
+      r[l].store(v, s);
       sys[l] = -1;
     }
     for (int i = src.next(); i >= 0; i = src.next()) {
       if (!r[l].load(v, i, s)) continue;  // not ok: nothing to do
-      if (r[l].next(s)) {
+      if (r[l].next(v, s)) {
         sys[l] = i;
         return true;
       }
-      r[l].store(v, i, s);
+      r[l].store(v, s);
     }
     return false;
   };
@@ -965,13 +1024,13 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, Source& src, const RunSett
     if (count == 0) return;
     if constexpr (W > 1) {
       if (count == 1 && src.done()) {
-        Run::step_one(r[lead], s);
+        Run::step_one(r[lead], v, s);
         continue;
       }
       for (int l = 0; l < W; ++l) lanes_p.set(l, sys[live[l] ? l : lead], r[live[l] ? l : lead].p);
-      Run::template step_lanes<V>(r, live, lead, lanes_p.P, s);
+      Run::template step_lanes<V>(r, live, lead, lanes_p.P, v, s);
     } else {
-      Run::step_one(r[0], s);
+      Run::step_one(r[0], v, s);
     }
   }
 }
