@@ -28,6 +28,30 @@ TEST(CudaEmulation, LaunchCoversEverySystemOnceWithIdleTail) {
   }
 }
 
+TEST(CudaEmulation, OccupancyBlockSpreadsSmallEnsemblesAndKeepsTheBestOtherwise) {
+  // 132 multiprocessors, a kernel whose best block is 352 threads: N = 10^6
+  // takes it; N = 10^4 (76 systems a multiprocessor) takes 64, whole warps
+  // that give every multiprocessor a block; N = 1, a warp.
+  EXPECT_EQ(cuda::occupancy_block(1000000, 352, 132), 352);
+  EXPECT_EQ(cuda::occupancy_block(10000, 352, 132), 64);
+  EXPECT_EQ(cuda::occupancy_block(1, 352, 132), 32);
+  EXPECT_EQ(cuda::occupancy_block(132 * 352, 352, 132), 352);
+  EXPECT_EQ(cuda::occupancy_block(132 * 352 - 1, 352, 132), 352);
+  // The launch then covers N with blocks no larger than the best one.
+  for (int N : {1, 37, 10000, 46463, 1000000}) {
+    const int b = cuda::occupancy_block(N, 352, 132);
+    EXPECT_EQ(b % 32, 0);
+    EXPECT_LE(b, 352);
+    const cuda::LaunchConfig c = cuda::launch_config(N, b);
+    EXPECT_GE(long(c.grid) * b, N);
+    EXPECT_GE(c.grid, std::min(132, (N + 31) / 32));
+  }
+  // No block given: the emulation chooses one and still runs every system once.
+  std::vector<int> hits(1003, 0);
+  cuda::emulate_launch(cuda::launch_config(1003, 0), 1003, [&](int i) { ++hits.at(i); });
+  for (int h : hits) ASSERT_EQ(h, 1);
+}
+
 TEST(CudaEmulation, EngineSourceMatchesCpuBackendBitwise) {
   for_each_model_template([]<template <class> class Model>() {
     using Mo = Model<double>;

@@ -351,7 +351,8 @@ TEST(Engine, BadArgumentsAreRefused) {
   EXPECT_THROW(run_until(b, Backend::cpu, 1e-3, std::nan("")), std::invalid_argument);
   EXPECT_THROW(run_until(b, Backend::cpu, 1e-3, INFINITY), std::invalid_argument);
   EXPECT_THROW(step(b, Backend::cpu, 1e-3, 1, {.chunk = 0}), std::invalid_argument);
-  EXPECT_THROW(evaluate(b, Backend::cpu, {}, {.cuda_block = 0}), std::invalid_argument);
+  EXPECT_THROW(evaluate(b, Backend::cpu, {}, {.cuda_block = -1}), std::invalid_argument);
+  EXPECT_THROW(evaluate(b, Backend::cpu, {}, {.cuda_block = 1025}), std::invalid_argument);
   EXPECT_THROW(evaluate(b, Backend::cpu, {.rank_rtol = 1.0}), std::invalid_argument);
   EXPECT_THROW(Batch<models::BeadOnRing<double>>(0), std::invalid_argument);
   EXPECT_THROW(b.q(3, 0), std::out_of_range);

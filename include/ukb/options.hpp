@@ -83,7 +83,10 @@ struct BackendUnavailable : std::runtime_error {
 struct EngineOptions {
   int threads = 0;       ///< CPU threads; 0: OMP_NUM_THREADS or all cores
   int chunk = 64;        ///< systems handed to a CPU thread at a time
-  int cuda_block = 128;  ///< threads per CUDA block
+  /// Threads per CUDA block; 0: chosen per kernel from its registers and
+  /// the device's occupancy (the largest block of the highest occupancy,
+  /// smaller where N would not give every multiprocessor a block).
+  int cuda_block = 0;
   /// CPU backend: integrate several systems at a time in SIMD lanes
   /// (kernels/ukb/cpu/simd.hpp; bitwise the same results); false: one at a time.
   bool simd = true;
@@ -161,8 +164,8 @@ struct RunOptions {
 inline void check(const EngineOptions& o) {
   if (o.threads < 0) throw std::invalid_argument("ukb: threads must be >= 0 (0: OpenMP default)");
   if (o.chunk < 1) throw std::invalid_argument("ukb: chunk must be >= 1");
-  if (o.cuda_block < 1 || o.cuda_block > 1024)
-    throw std::invalid_argument("ukb: cuda_block must be in [1, 1024]");
+  if (o.cuda_block < 0 || o.cuda_block > 1024)
+    throw std::invalid_argument("ukb: cuda_block must be in [0, 1024] (0: chosen from the kernel's occupancy)");
 }
 
 /// Throws std::invalid_argument for the evaluation options out of range

@@ -29,8 +29,29 @@ inline void check(cudaError_t err, const char* what) {
     throw BackendUnavailable(std::string("cuda backend: ") + what + ": " + cudaGetErrorString(err));
 }
 
+// The block of body_kernel<Body> for N systems where none is given
+// (EngineOptions::cuda_block 0): the occupancy API's block of the highest
+// occupancy for the kernel's registers, queried once per kernel, spread
+// over every multiprocessor for small N (cuda::occupancy_block).
+template <class Body>
+int block_for(int N) {
+  static const int best = [] {
+    int min_grid = 0, block = 0;
+    check(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, body_kernel<Body>, 0, 0), "occupancy query");
+    return block;
+  }();
+  static const int sms = [] {
+    int device = 0, count = 0;
+    check(cudaGetDevice(&device), "device query");
+    check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "device query");
+    return count;
+  }();
+  return ::ukb::cuda::occupancy_block(N, best, sms);
+}
+
 template <class Body>
 void launch_on_device(::ukb::cuda::LaunchConfig c, int N, const Body& body) {
+  if (c.block <= 0 && N > 0) c = ::ukb::cuda::launch_config(N, block_for<Body>(N));
   if (c.grid > 0) body_kernel<<<c.grid, c.block>>>(body, N);
   check(cudaGetLastError(), "kernel launch");
   check(cudaDeviceSynchronize(), "kernel execution");

@@ -15,9 +15,25 @@ struct LaunchConfig {
   int block = 0;
 };
 
-/// The smallest grid of `block`-thread blocks that covers N systems.
+/// The smallest grid of `block`-thread blocks that covers N systems; with
+/// block 0 (EngineOptions::cuda_block's "from the occupancy") none yet:
+/// the launcher chooses the block (occupancy_block) and then the grid.
 UKB_HD inline LaunchConfig launch_config(int N, int block) {
+  if (block <= 0) return {0, 0};
   return {(N + block - 1) / block, block};
+}
+
+/// The block for N systems of a kernel whose highest occupancy comes with
+/// blocks of `best` threads on a device of `sms` multiprocessors: `best`,
+/// or, where N systems would not give every multiprocessor a block of that
+/// size, N / sms rounded down to whole warps of 32 threads (at least one),
+/// so that a small ensemble is spread over the whole device instead of
+/// crowding a few of its multiprocessors.
+inline int occupancy_block(int N, int best, int sms) {
+  if (best < 32 || sms < 1) return best > 0 ? best : 128;
+  const long per = (static_cast<long>(N) + sms - 1) / sms;
+  const long spread = per / 32 * 32;
+  return static_cast<int>(spread < best ? (spread < 32 ? 32 : spread) : best);
 }
 
 /// What thread `thread` of block `block_idx` does: system
@@ -29,9 +45,12 @@ UKB_HD inline void kernel_thread(int block_idx, int block_dim, int thread, int N
   if (i < N) body(static_cast<int>(i));
 }
 
-/// Runs every thread of a launch sequentially on the CPU.
+/// Runs every thread of a launch sequentially on the CPU (a block chosen
+/// from the occupancy: as a device of 132 multiprocessors whose best block
+/// is 128 threads would).
 template <class Body>
 inline void emulate_launch(LaunchConfig c, int N, const Body& body) {
+  if (c.block <= 0) c = launch_config(N, occupancy_block(N, 128, 132));
   for (int b = 0; b < c.grid; ++b)
     for (int t = 0; t < c.block; ++t) kernel_thread(b, c.block, t, N, body);
 }
