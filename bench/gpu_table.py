@@ -15,6 +15,7 @@ tensor cores), else left out.
 import csv
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -98,15 +99,14 @@ def main(d):
         if os.path.exists(os.path.join(p, "run.json")):
             with open(os.path.join(p, "run.json")) as f:
                 info = json.load(f)
-            with open(os.path.join(p, "results.csv")) as f:
-                table = list(csv.DictReader(f))
-            runs[be] = (info, table)
+            runs[be] = (info, read_table(p))
     if len(runs) == 2:
         (gi, gt), (ci, ct) = runs["cuda"], runs["cpu"]
-        same_status = sum(a["status"] == b["status"] for a, b in zip(gt, ct))
-        dtheta = max(abs(float(a["theta_final"]) - float(b["theta_final"])) for a, b in zip(gt, ct))
-        dstop = max((abs(float(a["t_stop"]) - float(b["t_stop"])) for a, b in zip(gt, ct)
-                     if a["t_stop"] not in ("", "nan") and b["t_stop"] not in ("", "nan")), default=float("nan"))
+        same_status = sum(a == b for a, b in zip(gt["status"], ct["status"]))
+        dtheta = max(abs(a - b) for a, b in zip(gt["theta_final"], ct["theta_final"]))
+        dstop = max((abs(a - b) for a, b in zip(gt["t_stop"], ct["t_stop"])
+                     if math.isfinite(a) and math.isfinite(b)), default=float("nan"))
+        ct = ct["status"]
         print(f"\n`ukb run` of the ring demo with {len(ct)} samples: cuda {gi['wall_seconds']:.2f} s, "
               f"cpu with {ci.get('threads', '?')} threads {ci['wall_seconds']:.2f} s: "
               f"{ci['wall_seconds'] / gi['wall_seconds']:.1f}x; statuses equal in {same_status} of {len(ct)}; "
@@ -121,6 +121,50 @@ def main(d):
             for be, info in (("cuda", gi), ("cpu", ci)):
                 ph = info.get("phase_seconds", {})
                 print(f"| {be} | " + " | ".join(f"{ph[k]:.3f} s" if k in ph else "" for k in phases) + " |")
+        parts = [k for k in ("record", "states", "integrate", "rows", "merge")
+                 if k in gi.get("samples_seconds", {}) or k in ci.get("samples_seconds", {})]
+        if parts:
+            print("\nWithin `samples` (run.json's samples_seconds):\n\n| backend | " + " | ".join(parts) + " |")
+            print("|---|" + "---|" * len(parts))
+            for be, info in (("cuda", gi), ("cpu", ci)):
+                sp = info.get("samples_seconds", {})
+                print(f"| {be} | " + " | ".join(f"{sp[k]:.3f} s" if k in sp else "" for k in parts) + " |")
+
+
+def read_table(p):
+    """The columns status, theta_final and t_stop of a run's results:
+    results.npy where numpy reads it, else results.csv."""
+    npy = os.path.join(p, "results.npy")
+    if os.path.exists(npy):
+        return read_npy(npy, ("status", "theta_final", "t_stop"))
+    if True:
+        with open(os.path.join(p, "results.csv")) as f:
+            rows = list(csv.DictReader(f))
+        num = lambda v: float(v) if v not in ("", "nan") else float("nan")
+        return {"status": [r["status"] for r in rows], "theta_final": [num(r["theta_final"]) for r in rows],
+                "t_stop": [num(r["t_stop"]) for r in rows]}
+
+
+def read_npy(path, names):
+    """Columns of ukb's results.npy (a structured array, format 1.0 or 2.0),
+    without numpy: {name: list}, status as text."""
+    import ast
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    major = data[6]
+    hlen, start = (struct.unpack("<H", data[8:10])[0], 10) if major == 1 else (struct.unpack("<I", data[8:12])[0], 12)
+    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
+    codes = {"<f8": "d", "<i8": "q"}
+    fmt = "<" + "".join(codes.get(t) or (t[2:] + "s") for _, t in header["descr"])
+    fields = [n for n, _ in header["descr"]]
+    at = {n: fields.index(n) for n in names}
+    out = {n: [] for n in names}
+    for rec in struct.iter_unpack(fmt, data[start + hlen:]):
+        for n in names:
+            v = rec[at[n]]
+            out[n].append(v.rstrip(b"\0").decode() if isinstance(v, bytes) else v)
+    return out
 
 
 if __name__ == "__main__":

@@ -255,6 +255,33 @@ TEST(Hostile, AFullDiskWhileWritingOutputsLosesNothing) {
   for (const char* f : {"results.csv", "results.npy", "summary.json"})
     EXPECT_EQ(slurp(fs::path(dir) / f), slurp(fs::path(whole) / f)) << f;
 
+  // A checkpoint interval longer than the run: no checkpoint before the
+  // outputs (the run's work is within what the interval may lose), but the
+  // failure of the outputs writes it, and --resume finishes the same.
+  std::string lazy = ring_config(400);
+  const std::string::size_type at = lazy.find("checkpoint_interval = 0.0");
+  ASSERT_NE(at, std::string::npos);
+  lazy.replace(at, 25, "checkpoint_interval = 3600.0");
+  const std::string lazy_cfg = write_config("lazy.toml", lazy);
+  const std::string lazy_dir = unique_path("lazy");
+  fs::remove_all(lazy_dir);
+  const CliRun l = run_child({"run", lazy_cfg, "--out", lazy_dir, "--quiet"}, "/dev/null", RLIMIT_FSIZE, limit);
+  EXPECT_EQ(l.code, 4) << l.err;
+  EXPECT_TRUE(contains(l.err, "results.csv")) << l.err;
+  EXPECT_TRUE(contains(l.err, "continue with `ukb run --resume " + lazy_dir + "`")) << l.err;
+  ASSERT_TRUE(fs::exists(fs::path(lazy_dir) / "checkpoint.ukb"));
+  EXPECT_EQ(run_cli("run --resume " + lazy_dir + " --quiet").code, 0);
+  for (const char* f : {"results.csv", "results.npy"})
+    EXPECT_EQ(slurp(fs::path(lazy_dir) / f), slurp(fs::path(whole) / f)) << f;
+  // Too full for that checkpoint too: the message says both, and that
+  // nothing was kept.
+  fs::remove_all(lazy_dir);
+  const CliRun both = run_child({"run", lazy_cfg, "--out", lazy_dir, "--quiet"}, "/dev/null", RLIMIT_FSIZE, 6000);
+  EXPECT_EQ(both.code, 4) << both.err;
+  EXPECT_TRUE(contains(both.err, "the checkpoint could not be written either")) << both.err;
+  EXPECT_TRUE(contains(both.err, "nothing was kept")) << both.err;
+  EXPECT_TRUE(temporaries(lazy_dir).empty());
+
   // A disk too full for the first checkpoint (40 samples, about 10 kB) as
   // well: nothing kept, said so. (Not smaller: LLVM's OpenMP runtime sizes
   // a shared-memory file of its own at start-up.)

@@ -1316,6 +1316,48 @@ TEST(Outputs, FilesOfOutputNamesAreRemovedOnlyWhereAnEarlierRunWroteThem) {
   EXPECT_FALSE(fs::exists(taken / "results.csv"));
 }
 
+TEST(Outputs, TheTextTableIsWrittenByDefaultUpToItsSampleLimitAndWhenAsked) {
+  // One step each (t_end = dt), so that 10^5 samples take a fraction of a second.
+  const long at = run::csv_default_samples;
+  auto toml = [](long samples, const std::string& output) {
+    return "model = \"bead_on_ring\"\nsamples = " + std::to_string(samples) +
+           "\nseed = 7\nthreads = 2\n[integrator]\ndt = 0.01\nt_end = 0.01\n[params]\nmu = 0.3\n"
+           "[initial]\ntheta = 0.0\nomega = 0.0\n" + output;
+  };
+  Config c = config(toml(at, ""));
+  EXPECT_TRUE(c.write_csv && c.write_npy && !c.formats_given);
+  c = config(toml(at + 1, ""));
+  EXPECT_FALSE(c.write_csv);
+  EXPECT_TRUE(c.write_npy);
+  c = config(toml(at + 1, "[output]\nformats = [\"csv\", \"npy\"]\n"));
+  EXPECT_TRUE(c.write_csv && c.write_npy && c.formats_given);
+  c = config(toml(3, "[output]\nformats = [\"npy\"]\n"));
+  EXPECT_FALSE(c.write_csv);
+  // What a run above the limit writes, and what it says.
+  const std::string cfg = unique_path("big.toml");
+  std::ofstream(cfg) << toml(at + 1, "");
+  const fs::path dir = unique_path("big_out");
+  fs::remove_all(dir);
+  const CliRun r = run_cli("run " + cfg + " --out " + dir.string() + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "results.csv"));
+  EXPECT_TRUE(fs::exists(dir / "results.npy"));
+  EXPECT_NE(r.out.find("no results.csv by default above " + std::to_string(at) + " samples"), std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir / "run.json"));
+  EXPECT_EQ(j["config"]["output"]["formats"], nlohmann::json({"npy"}));
+  EXPECT_EQ(j["outputs"], nlohmann::json({"results.npy", "summary.json", "run.json"}));
+  // run.json says where the samples phase went: each part within it.
+  double parts = 0;
+  for (const char* k : {"record", "states", "integrate", "rows", "merge"}) {
+    ASSERT_TRUE(j["samples_seconds"].contains(k)) << k;
+    EXPECT_GE(j["samples_seconds"][k].get<double>(), 0.0) << k;
+    parts += j["samples_seconds"][k].get<double>();
+  }
+  EXPECT_LE(parts, j["phase_seconds"]["samples"].get<double>() + 1e-9);
+  EXPECT_GT(j["samples_seconds"]["integrate"].get<double>(), 0.0);
+}
+
 TEST(Outputs, StepLimitAndFailedSamplesHaveTheirStatusAndStayOutOfTheStatistics) {
   // A ring bead released at omega = 50 drifts off the ring by about 1e-3
   // in 50 steps of 0.01 (omega 0 and 5: below 1e-6): with residual_limit =

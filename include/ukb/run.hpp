@@ -70,6 +70,11 @@ struct Input {
   Dist dist;
 };
 
+/// The most samples for which results.csv is written where `[output]
+/// formats` is not given (about 29 MB of text for the ring; npy is always
+/// written by default).
+inline constexpr long csv_default_samples = 100000;
+
 /// A resolved `ukb run` config (see the README for every key).
 struct Config {
   std::string path;                 ///< the file, for messages
@@ -93,10 +98,14 @@ struct Config {
   long record_every = 100;          ///< trajectory row every this many steps
   double record_dt = 0;             ///< dopri5: a trajectory row at t0 + k record_dt (dense output); 0: record_every
   int histogram_bins = 50;          ///< bins of each histogram in summary.json
-  bool write_csv = true;            ///< results.csv ([output] formats)
+  /// results.csv ([output] formats; by default up to csv_default_samples
+  /// samples: above that the text table would cost more than the rest of a
+  /// run's outputs together, see README "Outputs")
+  bool write_csv = true;
   bool write_npy = true;            ///< results.npy ([output] formats)
+  bool formats_given = false;       ///< [output] formats is in the config (else the default above)
   std::string out_dir;              ///< [output] dir (the --out option overrides it)
-  double checkpoint_interval = 60;  ///< seconds between checkpoints (0: every chunk; inf: none)
+  double checkpoint_interval = 60;  ///< seconds between checkpoints (0: every chunk; inf: none but after a failure)
   std::string text;                 ///< the config file's text (kept in checkpoints)
 
   /// Every input in canonical order: params, then initial.

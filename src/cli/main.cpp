@@ -602,6 +602,9 @@ int cmd_run(const RunArgs& a) {
   out << "  results in " << ukb::printable(o.out_dir) << "/ (" << (c.write_csv ? "results.csv, " : "")
             << (c.write_npy ? "results.npy, " : "") << "summary.json, run.json"
             << (c.record.empty() ? "" : ", trajectories.csv") << (o.crosschecked ? ", crosscheck.json" : "") << ")\n";
+  if (!c.write_csv && !c.formats_given)
+    out << "  (no results.csv by default above " << ukb::run::csv_default_samples
+        << " samples; output.formats = [\"csv\", \"npy\"] writes it)\n";
   try {
     w.finish();
   } catch (const ukb::run::WriteError& e) {  // what failed is this report, not the run

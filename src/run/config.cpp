@@ -709,6 +709,7 @@ void check_axes(const Parser& P, Config& c) {
 
 // [output]
 void parse_output(const Parser& P, const toml::table& root, Config& c) {
+  bool& formats_given = c.formats_given;
   if (const toml::node* on = root.get("output")) {
     const toml::table& O = P.table(*on, "output");
     P.only_keys(O, "output.", {"dir", "record", "record_every", "record_dt", "histogram_bins", "formats",
@@ -721,6 +722,7 @@ void parse_output(const Parser& P, const toml::table& root, Config& c) {
                    Parser::fmt(c.checkpoint_interval));
     }
     if (const toml::node* f = O.get("formats")) {
+      formats_given = true;
       const toml::array* a = f->as_array();
       if (!a || a->empty())
         P.fail(f, "output.formats", "expected a non-empty array of \"csv\" and \"npy\"");
@@ -765,6 +767,8 @@ void parse_output(const Parser& P, const toml::table& root, Config& c) {
     if (const toml::node* h = O.get("histogram_bins"))
       c.histogram_bins = static_cast<int>(P.integer(*h, "output.histogram_bins", 1, 100000));
   }
+  // By default the text table only where it is small (csv_default_samples).
+  if (!formats_given) c.write_csv = c.samples <= csv_default_samples;
 }
 
 }  // namespace

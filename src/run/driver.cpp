@@ -355,12 +355,19 @@ std::vector<long> sorted_record(const Config& c) {
   return r;
 }
 
+// Where a process's time in its blocks went (run.json's samples_seconds).
+struct BlockTimes {
+  double states = 0;     // the initial states computed and set into the ensemble
+  double integrate = 0;  // the integration calls (on cuda: with the copies to and from the device)
+  double rows = 0;       // the final states read and the rows made
+};
+
 // The rows of the samples of [first, first + count) that are not recorded
 // (the recorded ones are rank 0's), integrated on e: their count, their
 // system-steps, then every column of the table that is not an input (the
 // inputs are drawn on every rank), then their statuses.
 std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
-                             long first, long count, std::unique_ptr<Ensemble>& e,
+                             long first, long count, std::unique_ptr<Ensemble>& e, BlockTimes& times,
                              const std::function<void(std::int64_t steps, long active)>& each = {}) {
   const std::vector<long> record = sorted_record(c);
   std::vector<long> ids;
@@ -376,12 +383,20 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
   std::vector<char> out(16 + n * (cols * 8 + 4));
   double steps = 0;
   if (N > 0) {
+    auto t0 = Clock::now();
+    auto lap = [&](double& into) {
+      const auto now = Clock::now();
+      into += std::chrono::duration<double>(now - t0).count();
+      t0 = now;
+    };
     if (!e || e->size() != N) e = M.ensemble(N, c.backend);
     const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
+    lap(times.states);
     integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long active) {
       steps += static_cast<double>(s);
       if (each) each(s, active);
     });
+    lap(times.integrate);
     // The rows, by the run's threads, straight into the block's columns.
     const Finals f(*e, table);
     char* const data = out.data() + 16;
@@ -398,6 +413,7 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
         if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + kk) * 8, &w.v[j], 8);
       std::memcpy(data + cols * n * 8 + kk * 4, &st, 4);
     });
+    lap(times.rows);
   }
   const std::int64_t rows = N;
   std::memcpy(out.data(), &rows, 8);
@@ -434,23 +450,24 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
     while (end < first + count && !recorded_in(record, end)) ++end;
     const std::size_t len = static_cast<std::size_t>(end - s), at = static_cast<std::size_t>(k);
     if (k + static_cast<std::int64_t>(len) > N) throw std::runtime_error("a block from another rank has too few rows");
+    // Into room reserved for every sample at the first block (growing by
+    // doubling moved the columns again at every power of two).
+    const auto total = static_cast<std::size_t>(c.samples);
+    auto append = [&](auto& to, const char* from) {
+      using X = typename std::decay_t<decltype(to)>::value_type;
+      if (to.capacity() < total) to.reserve(total);
+      const std::size_t old = to.size();
+      to.resize(old + len);
+      std::memcpy(to.data() + old, from, len * sizeof(X));
+    };
     std::size_t j = 0;
     for (Column& col : table.cols) {
       if (col.input) continue;
       const char* v = data + (j++ * n + at) * 8;
-      if (col.integer) {
-        const std::size_t old = col.i.size();
-        col.i.resize(old + len);
-        std::memcpy(col.i.data() + old, v, len * 8);
-      } else {
-        const std::size_t old = col.d.size();
-        col.d.resize(old + len);
-        std::memcpy(col.d.data() + old, v, len * 8);
-      }
+      if (col.integer) append(col.i, v);
+      else append(col.d, v);
     }
-    const std::size_t old = table.status.size();
-    table.status.resize(old + len);
-    std::memcpy(table.status.data() + old, data + cols * n * 8 + at * 4, len * 4);
+    append(table.status, data + cols * n * 8 + at * 4);
     k += static_cast<std::int64_t>(len);
     s = end;
   }
@@ -518,10 +535,11 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
   const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
   std::unique_ptr<Ensemble> e;
   double busy = 0, blocks = 0;
+  BlockTimes times;  // this rank's own (run.json has rank 0's)
   for (long b; (b = cl.next_block()) >= 0;) {
     const auto [start, count] = block_span(c, done, b);
     const auto t0 = Clock::now();
-    cl.deliver(b, block_rows(c, *M, table, eo, start, count, e));
+    cl.deliver(b, block_rows(c, *M, table, eo, start, count, e, times));
     busy += std::chrono::duration<double>(Clock::now() - t0).count();
     ++blocks;
     if (o.stop && o.stop->load() != 0) cl.stop();
@@ -665,6 +683,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   std::unique_ptr<Ensemble> recorded;
   std::vector<double> recorded_e0;
   bool record_stopped = false;
+  const auto record_from = Clock::now();
   if (!c.record.empty()) {
     recorded = M.ensemble(static_cast<int>(c.record.size()), c.backend);
     recorded_e0 = set_samples(c, table, *recorded, c.record, eo.threads);
@@ -675,6 +694,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     record_trajectories(c, *recorded, eo, f.stream(), cl ? nullptr : o.stop, &record_stopped);
     f.close();
   }
+  const double recording = std::chrono::duration<double>(Clock::now() - record_from).count();
   std::unordered_map<long, int> slot;  // sample -> its system in `recorded`
   for (std::size_t k = 0; k < c.record.size(); ++k) slot[c.record[k]] = static_cast<int>(k);
   auto recorded_index = [&](long i) -> int {
@@ -708,6 +728,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   std::vector<double> ranks_busy, ranks_blocks;  // per rank, for run.json
   double last_wait = 0;                          // rank 0's wait for the last blocks of the others
   double merging = 0;                            // rank 0's time merging the others' rows
+  BlockTimes times;                              // this process's blocks, for run.json
   {
     // Blocks of c.chunk samples from `done`, handed out in order in one
     // process, or by the cluster to its ranks: this process's own rows and
@@ -741,7 +762,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       const long first = span.first, count = span.second;  // (a lambda below uses them: no structured binding)
       const auto t0 = Clock::now();
       double partial = 0;  // the block's steps so far, for the progress line
-      work.deliver(b, block_rows(c, M, table, eo, first, count, e, [&](std::int64_t steps, long active) {
+      work.deliver(b, block_rows(c, M, table, eo, first, count, e, times, [&](std::int64_t steps, long active) {
                      partial += static_cast<double>(steps);
                      progress.update(first + count - active, system_steps + partial);
                    }));
@@ -773,90 +794,112 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   phase("samples");
   progress.update(done, system_steps, true);
 
-  // The results in a checkpoint first: a failure while the outputs are
-  // written (a full disk) then loses nothing (--resume writes them).
-  if (!resumed_complete) save();
+  // The results in a checkpoint before the outputs where the work since
+  // the last one reaches checkpoint_interval (the most work a crash may
+  // lose, as during the run); otherwise a failure while the outputs are
+  // written (a full disk) writes it then, so that --resume writes them.
+  bool saved = resumed_complete;
+  if (!saved && std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
+    save();
+    saved = true;
+  }
   phase("checkpoint");
-  std::optional<CrosscheckReport> cross;
-  if (o.crosscheck) {
-    // Whatever goes wrong in the cross-check, the run's own outputs follow.
+  try {
+    std::optional<CrosscheckReport> cross;
+    if (o.crosscheck) {
+      // Whatever goes wrong in the cross-check, the run's own outputs follow.
+      try {
+        cross = crosscheck_run(c, M2, table, o, eo);
+      } catch (const std::exception& why) {
+        cross.emplace();
+        cross->backend_a = to_string(c.backend);
+        cross->backend_b = to_string(*o.crosscheck);
+        cross->pass = false;
+        cross->verdict = "crosscheck " + cross->backend_a + " against " + cross->backend_b +
+                         " could not run: " + why.what() + " (the run's own outputs are complete)";
+      }
+      AtomicFile& f = out.open("crosscheck.json");
+      f.stream() << cross->to_json();
+      f.close();
+      phase("crosscheck");
+    }
+    if (c.write_csv) {
+      AtomicFile& f = out.open("results.csv");
+      write_csv(f.stream(), table, eo.threads);
+      f.close();
+      phase("results_csv");
+    }
+    if (c.write_npy) {
+      AtomicFile& f = out.open("results.npy");
+      write_npy(f.stream(), table);
+      f.close();
+      phase("results_npy");
+    }
+    Outcome result;
+    result.samples = c.samples;
+    result.done = c.samples;
+    const nlohmann::json sum = summary(c, table, result, eo.threads);
+    {
+      AtomicFile& f = out.open("summary.json");
+      f.stream() << sum.dump(2) << '\n';
+      f.close();
+    }
+    phase("summary");
+    result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    {
+      nlohmann::json r;
+      r["config"] = nlohmann::json::parse(c.to_json());
+      r["config"]["output"]["dir"] = dir;  // where this run wrote (--out, or output.dir)
+      r["version"] = ukb::version;
+      r["backend"] = std::string(to_string(c.backend));
+      r["threads"] = c.backend == Backend::cpu ? thread_count(eo.threads) : 1;  // per rank
+      r["seed"] = c.seed;
+      r["samples"] = c.samples;
+      r["status_counts"] = sum["status_counts"];
+      r["wall_seconds"] = result.wall_s;
+      r["phase_seconds"] = phases;
+      // Within `samples`, this process's own blocks (rank 0's under MPI).
+      r["samples_seconds"] = {{"record", recording},     {"states", times.states}, {"integrate", times.integrate},
+                              {"rows", times.rows}, {"merge", merging}};
+      r["system_steps"] = system_steps;
+      r["ranks"] = cl ? cl->size() : 1;
+      if (cl) {  // the load balance: each rank's time integrating its blocks
+        r["rank_busy_seconds"] = ranks_busy;
+        std::vector<long> blocks;
+        for (double b : ranks_blocks) blocks.push_back(std::lround(b));
+        r["rank_blocks"] = blocks;
+        r["rank0_final_wait_seconds"] = last_wait;
+        r["rank0_merge_seconds"] = merging;
+      }
+      if (cross)
+        r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
+      std::vector<std::string> outputs = out.opened();  // what a later run into DIR may remove
+      outputs.emplace_back("run.json");
+      r["outputs"] = outputs;
+      AtomicFile& f = out.open("run.json");
+      f.stream() << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a path need not be UTF-8
+      f.close();
+    }
+    out.commit();
+    result.out_dir = dir;
+    if (cross) {
+      result.crosschecked = true;
+      result.crosscheck_pass = cross->pass;
+      result.crosscheck_verdict = cross->verdict;
+    }
+    return result;
+  } catch (const CompleteRunError&) {
+    throw;  // the outputs are in place
+  } catch (const std::exception& failure) {
+    if (saved) throw;
     try {
-      cross = crosscheck_run(c, M2, table, o, eo);
+      save();  // the caller says it is kept, and how to go on
     } catch (const std::exception& why) {
-      cross.emplace();
-      cross->backend_a = to_string(c.backend);
-      cross->backend_b = to_string(*o.crosscheck);
-      cross->pass = false;
-      cross->verdict = "crosscheck " + cross->backend_a + " against " + cross->backend_b +
-                       " could not run: " + why.what() + " (the run's own outputs are complete)";
+      throw WriteError(std::string(failure.what()) + "; the checkpoint could not be written either (" + why.what() +
+                       ")");
     }
-    AtomicFile& f = out.open("crosscheck.json");
-    f.stream() << cross->to_json();
-    f.close();
-    phase("crosscheck");
+    throw;
   }
-  if (c.write_csv) {
-    AtomicFile& f = out.open("results.csv");
-    write_csv(f.stream(), table, eo.threads);
-    f.close();
-    phase("results_csv");
-  }
-  if (c.write_npy) {
-    AtomicFile& f = out.open("results.npy");
-    write_npy(f.stream(), table);
-    f.close();
-    phase("results_npy");
-  }
-  Outcome result;
-  result.samples = c.samples;
-  result.done = c.samples;
-  const nlohmann::json sum = summary(c, table, result, eo.threads);
-  {
-    AtomicFile& f = out.open("summary.json");
-    f.stream() << sum.dump(2) << '\n';
-    f.close();
-  }
-  phase("summary");
-  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  {
-    nlohmann::json r;
-    r["config"] = nlohmann::json::parse(c.to_json());
-    r["config"]["output"]["dir"] = dir;  // where this run wrote (--out, or output.dir)
-    r["version"] = ukb::version;
-    r["backend"] = std::string(to_string(c.backend));
-    r["threads"] = c.backend == Backend::cpu ? thread_count(eo.threads) : 1;  // per rank
-    r["seed"] = c.seed;
-    r["samples"] = c.samples;
-    r["status_counts"] = sum["status_counts"];
-    r["wall_seconds"] = result.wall_s;
-    r["phase_seconds"] = phases;
-    r["system_steps"] = system_steps;
-    r["ranks"] = cl ? cl->size() : 1;
-    if (cl) {  // the load balance: each rank's time integrating its blocks
-      r["rank_busy_seconds"] = ranks_busy;
-      std::vector<long> blocks;
-      for (double b : ranks_blocks) blocks.push_back(std::lround(b));
-      r["rank_blocks"] = blocks;
-      r["rank0_final_wait_seconds"] = last_wait;
-      r["rank0_merge_seconds"] = merging;
-    }
-    if (cross)
-      r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
-    std::vector<std::string> outputs = out.opened();  // what a later run into DIR may remove
-    outputs.emplace_back("run.json");
-    r["outputs"] = outputs;
-    AtomicFile& f = out.open("run.json");
-    f.stream() << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a path need not be UTF-8
-    f.close();
-  }
-  out.commit();
-  result.out_dir = dir;
-  if (cross) {
-    result.crosschecked = true;
-    result.crosscheck_pass = cross->pass;
-    result.crosscheck_verdict = cross->verdict;
-  }
-  return result;
 }
 
 }  // namespace
