@@ -111,24 +111,24 @@ def main(d):
               f"cpu with {ci.get('threads', '?')} threads {ci['wall_seconds']:.2f} s: "
               f"{ci['wall_seconds'] / gi['wall_seconds']:.1f}x; statuses equal in {same_status} of {len(ct)}; "
               f"largest |theta_final difference| {dtheta:.2e} rad, |t_stop difference| {dstop:.2e} s")
-        # Where each run's wall time went (run.json's phase_seconds; absent
-        # in runs of builds before it).
-        phases = [k for k in ("setup", "samples", "checkpoint", "results_csv", "results_npy", "summary")
-                  if k in gi.get("phase_seconds", {}) or k in ci.get("phase_seconds", {})]
-        if phases:
-            print("\n| backend | " + " | ".join(phases) + " |")
-            print("|---|" + "---|" * len(phases))
-            for be, info in (("cuda", gi), ("cpu", ci)):
-                ph = info.get("phase_seconds", {})
-                print(f"| {be} | " + " | ".join(f"{ph[k]:.3f} s" if k in ph else "" for k in phases) + " |")
-        parts = [k for k in ("record", "states", "integrate", "rows", "merge")
-                 if k in gi.get("samples_seconds", {}) or k in ci.get("samples_seconds", {})]
-        if parts:
-            print("\nWithin `samples` (run.json's samples_seconds):\n\n| backend | " + " | ".join(parts) + " |")
-            print("|---|" + "---|" * len(parts))
-            for be, info in (("cuda", gi), ("cpu", ci)):
-                sp = info.get("samples_seconds", {})
-                print(f"| {be} | " + " | ".join(f"{sp[k]:.3f} s" if k in sp else "" for k in parts) + " |")
+        # Where each run's wall time went (run.json's phase_seconds, and
+        # within samples its samples_seconds; absent in runs of older builds).
+        seconds_table("", "phase_seconds", ("setup", "samples", "checkpoint", "results_csv", "results_npy", "summary"),
+                      gi, ci)
+        seconds_table("Within `samples` (run.json's samples_seconds):\n", "samples_seconds",
+                      ("record", "states", "integrate", "rows", "merge"), gi, ci)
+
+
+def seconds_table(title, key, names, cuda, cpu):
+    """A table of the seconds under run.json's `key` for the two runs."""
+    names = [k for k in names if k in cuda.get(key, {}) or k in cpu.get(key, {})]
+    if not names:
+        return
+    print("\n" + title + "\n| backend | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for be, info in (("cuda", cuda), ("cpu", cpu)):
+        sec = info.get(key, {})
+        print(f"| {be} | " + " | ".join(f"{sec[k]:.3f} s" if k in sec else "" for k in names) + " |")
 
 
 def read_table(p):
