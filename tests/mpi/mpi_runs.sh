@@ -26,9 +26,9 @@ same() {  # same DIR_A DIR_B FILE...
 
 # The ring demo, smaller: events, trajectories of samples 0-3, several
 # blocks (chunk 200) per rank.
-sed -e 's/^samples = 100000/samples = 3000/' -e 's/^chunk = 10000 /chunk = 200 /' \
+sed -e 's/^samples = 100000/samples = 3000/' -e 's/^\[integrator\]$/[integrator]\nchunk = 200/' \
     "$src/examples/ring_friction.toml" >ring.toml
-grep -q '^samples = 3000' ring.toml && grep -q '^chunk = 200 ' ring.toml
+grep -q '^samples = 3000' ring.toml && grep -q '^chunk = 200$' ring.toml
 
 case $case_ in
 same_files)

@@ -18,8 +18,9 @@ from conftest import cli
 def demo_text(source_dir, samples):
     with open(os.path.join(source_dir, "examples", "ring_friction.toml")) as f:
         text = f.read()
-    assert "samples = 100000" in text
-    return text.replace("samples = 100000", f"samples = {samples}").replace("chunk = 10000", "chunk = 500")
+    assert "samples = 100000" in text and "\n[integrator]\n" in text
+    return text.replace("samples = 100000", f"samples = {samples}").replace("\n[integrator]\n",
+                                                                         "\n[integrator]\nchunk = 500\n")
 
 
 def same_files(a, b, names=("results.csv", "results.npy", "summary.json", "trajectories.csv")):
