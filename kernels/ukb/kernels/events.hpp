@@ -1,7 +1,8 @@
 /// @file events.hpp
 /// @brief Events inside a step: whether a step crosses the model's event
 ///        (the sign of its event function g at the stages and at the end),
-///        and the bisection that locates the crossing.
+///        the bisection on the step size that locates the crossing (RK4),
+///        and its location on a step's dense output (Dormand–Prince).
 ///
 /// For Coulomb friction g is the sliding velocity: where it reaches zero the
 /// friction force jumps, and a Runge–Kutta step must not be trusted across
@@ -76,5 +77,47 @@ struct Bisection {
     (clean ? lo : hi) = x;
   }
 };
+
+/// The first crossing of an event along a step of size h, on the step's
+/// dense output: `event_at(theta)` is the event function at t0 + theta h
+/// (theta in [0, 1]), g0 its value at the start. The first of theta = 1/8,
+/// 2/8, ..., 1 whose value is not on g0's side brackets the crossing, and
+/// the Illinois method narrows the bracket to event_tol / h (or
+/// policy::max_bisections trials, or the resolution of T); theta is then
+/// the bracket's lower end, the last instant on the start's side. False
+/// where no sampled point crosses.
+template <class T, class EventAt>
+UKB_HD bool locate_on_dense(const EventAt& event_at, T g0, T h, T event_tol, T& theta) {
+  T lo = T(0), glo = g0, hi = T(-1), ghi = T(0);
+  for (int j = 1; j <= 8; ++j) {
+    const T th = T(j) / T(8), gt = event_at(th);
+    if (!same_side(gt, g0)) {
+      hi = th, ghi = gt;
+      break;
+    }
+    lo = th, glo = gt;
+  }
+  if (hi < T(0)) return false;
+  // Illinois: regula falsi whose retained end has its value halved when
+  // it is retained twice; a bisection where the secant leaves the bracket.
+  int side = 0;
+  for (int it = 0; it < policy::max_bisections && (hi - lo) * h > event_tol; ++it) {
+    T th = (lo * ghi - hi * glo) / (ghi - glo);
+    if (!(th > lo && th < hi)) th = lo + T(0.5) * (hi - lo);
+    if (!(th > lo && th < hi)) break;  // the bracket is at the resolution of T
+    const T gt = event_at(th);
+    if (same_side(gt, g0)) {
+      lo = th, glo = gt;
+      if (side == -1) ghi *= T(0.5);
+      side = -1;
+    } else {
+      hi = th, ghi = gt;
+      if (side == 1) glo *= T(0.5);
+      side = 1;
+    }
+  }
+  theta = lo;
+  return true;
+}
 
 }  // namespace ukb::kernels
