@@ -56,14 +56,13 @@ struct AdaptiveRun : RunCommon<Mo> {
   using Base = RunCommon<Mo>;
   using T = typename Mo::Scalar;
   static constexpr int n = Mo::n, m = Mo::m;
-  using Base::f, Base::p, Base::rest, Base::g, Base::begun;
+  using Base::f, Base::p, Base::rest, Base::g, Base::begun, Base::locating;
   using Base::fsal_bit, Base::rejected_bit;
   // The step being taken: its start, end time and size, and how it went.
   T q0[n], qd0[n], t0{}, t1{}, h{};
   T k1[n];               ///< the acceleration at the state, when k1_ok
   bool k1_ok = false;
   bool clean = true;     ///< the step crossed no event
-  bool locating = false; ///< it crossed the event, not shown by an accepted dense output: bisection trials follow
   Bisection<T> bisection{};
   T err_lo{};            ///< the error norm of the longest clean trial so far (NaN: none)
   T h_next{};            ///< the `h_next` field: the size the control chose for the next step (0: none yet)
@@ -95,14 +94,6 @@ struct AdaptiveRun : RunCommon<Mo> {
 
   UKB_HD T size() const { return h; }
 
-  UKB_HD bool checked(const RunSettings<T>& s) const {
-    if constexpr (HasEvents<Mo>) {
-      return locating || (s.events && g != T(0));
-    } else {
-      (void)s;
-      return false;
-    }
-  }
 
   /// Whether feed needs the step's dense output: an accepted step that
   /// crossed the event, or any accepted step (or clean trial) of a batch

@@ -62,11 +62,10 @@ struct SystemRun : RunCommon<Mo> {
   using Base = RunCommon<Mo>;
   using T = typename Mo::Scalar;
   static constexpr int n = Mo::n, m = Mo::m;
-  using Base::f, Base::p, Base::rest, Base::g, Base::begun;
+  using Base::f, Base::p, Base::rest, Base::g, Base::begun, Base::locating;
   // The step being taken: its start, its size, and how it went.
   T q0[n], qd0[n], t0{}, h{};
   bool clean = true;             ///< the step crossed no event
-  bool locating = false;         ///< it crossed the event: bisection trials follow
   Bisection<T> bisection{};
   T trial{};                     ///< the size of the trial being taken
 
@@ -89,15 +88,6 @@ struct SystemRun : RunCommon<Mo> {
   /// The size of the step to take.
   UKB_HD T size() const { return locating ? trial : h; }
 
-  /// True when the step is to be checked for the event (events.hpp).
-  UKB_HD bool checked(const RunSettings<T>& s) const {
-    if constexpr (HasEvents<Mo>) {
-      return locating || (s.events && g != T(0));
-    } else {
-      (void)s;
-      return false;
-    }
-  }
 
   /// The outcome of the step next() asked for: its status, its end state
   /// (q, q', t), whether it stayed clean (checked steps; true otherwise),

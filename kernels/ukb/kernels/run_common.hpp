@@ -87,6 +87,19 @@ struct RunCommon {
   bool bad_rows = false;         ///< an evaluation was inconsistent
   bool marginal = false;         ///< a rank decision was marginal
   long begun = 0;                ///< steps begun in this call (the budget)
+  /// The step crossed the event: the trials that locate it follow (SystemRun:
+  /// all by bisection; AdaptiveRun: where the dense output does not show it).
+  bool locating = false;
+
+  /// True when the step to take is to be checked for the event (events.hpp).
+  UKB_HD bool checked(const RunSettings<T>& s) const {
+    if constexpr (HasEvents<Mo>) {
+      return locating || (s.events && g != T(0));
+    } else {
+      (void)s;
+      return false;
+    }
+  }
 
   /// Gathers system i; false (and nothing to do) when its status is not ok.
   /// A system at its start is monitored, and with g exactly zero its
