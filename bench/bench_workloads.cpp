@@ -14,11 +14,13 @@
 // (at least 100) that they are a small part; they are skipped with the
 // reason where there is no GPU. Built with UKB_BENCH_GPU_STUDY=ON (as
 // bench/gpu.sh does), also W5 and W6 (planar_chain_24 and _48) on cpu and
-// cuda.
+// cuda. UKB_BENCH_CUDA_BLOCK=K runs the cuda rows with blocks of K threads
+// instead of each kernel's own choice (an A/B of the launch policy).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -79,7 +81,10 @@ void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
   }
   Batch<Mo> b(N);
   bench::fill_workload(b);
-  const EngineOptions o{.threads = threads};
+  // UKB_BENCH_CUDA_BLOCK: threads per CUDA block (EngineOptions::cuda_block;
+  // unset: 0, the block of each kernel's highest occupancy), for A/B runs.
+  const char* block = std::getenv("UKB_BENCH_CUDA_BLOCK");
+  const EngineOptions o{.threads = threads, .cuda_block = block ? std::atoi(block) : 0};
   const long steps = steps_per_iteration<Mo>(be, N);
   const T dt = T(bench::workload_dt);
   // `k` steps into `failed`; a backend's error (a launch the device

@@ -1,9 +1,10 @@
 #!/bin/bash
 # One call of a lent GPU machine (the `device` tool: at most 600 s a call,
 # 15 minutes of device time a session), in the order of what it is worth:
-# the GPU tests, bench/gpu.sh, cross-checks of `ukb run --backend cuda`
-# against cpu and reference, an A/B of ukb_bench_workloads' variants where
-# there are any, the whole ctest, two Nsight Compute profiles. On the H100
+# the GPU tests, bench/gpu.sh, Nsight Compute on the RK4 kernels of W2 and
+# W3, cross-checks of `ukb run --backend cuda` against cpu and reference,
+# an A/B of ukb_bench_workloads' variants where there are any, the whole
+# ctest. On the H100
 # of 2026-11-26 the GPU tests took 5 s, the cross-checks 63 s (57 of them
 # nvcc compiling a model file), the ctest 82 s; gpu.sh was then cut short
 # at 460 s (since shortened; not timed since). Run from the project root, with
@@ -76,7 +77,10 @@ log() { echo "== [$(el) s] $*" | tee -a "$O/console.txt"; }
 pack() { [ -n "${OUT:-}" ] && find "$O" -type f -size +2M -delete && tar -C /tmp -czf "$OUT/o.tgz" o; }  # big files (a 10^6-row table or checkpoint) would stop all coming back
 export CMAKE_PREFIX_PATH=$R/.deps/prefix/usr
 { nvidia-smi; nproc; cat "$R/${UKB_PREBUILT:-.}/commit.txt" 2>/dev/null; lscpu | grep -E "Model name|Flags" | cut -c1-400; uname -r; git -C "$R" rev-parse HEAD 2>/dev/null
-  command -v nvcc g++ c++ cmake ninja; } > "$O/machine.txt" 2>&1
+  command -v nvcc g++ c++ cmake ninja mpirun mpiexec ncu
+  # What MPI the machine has, for a distributed run there (mpirun -n 2 ukb run --backend cuda).
+  ls /usr/lib/x86_64-linux-gnu 2>/dev/null | grep -iE "libmpi|openmpi|mpich" | head -n 5
+  python3 -c "import mpi4py; print('mpi4py', mpi4py.__version__, mpi4py.get_config())" 2>&1 | tail -n 1; } > "$O/machine.txt" 2>&1
 head -n 12 "$O/machine.txt"
 
 if [ -n "${UKB_PREBUILT:-}" ]; then
@@ -129,10 +133,14 @@ if [ "$(left)" -gt 300 ]; then
   log "bench/gpu.sh"
   nb=()
   [ -n "${UKB_PREBUILT:-}" ] && nb=(--no-build)
-  # What comes after: the cross-checks (about 65 s), the A/B (about 80 s).
-  after=90
-  [ -n "$variants" ] && after=170
-  timeout $(($(left) - after)) bench/gpu.sh --build "$B" --out "$O/gpu" "${nb[@]}" >> "$O/console.txt" 2>&1
+  # What comes after: ncu (about 80 s), the cross-checks (about 65 s), the A/B (about 80 s).
+  after=170
+  [ -n "$variants${UKB_AB_BLOCK:-}" ] && after=250
+  # UKB_GPU_SH_SECONDS caps gpu.sh (its last step, W5 and W6, is the one cut).
+  gs=$(($(left) - after))
+  [ -n "${UKB_GPU_SH_SECONDS:-}" ] && [ "$UKB_GPU_SH_SECONDS" -lt "$gs" ] && gs=$UKB_GPU_SH_SECONDS
+  # shellcheck disable=SC2086  # UKB_GPU_SH_ARGS: more options of gpu.sh (e.g. --no-studies)
+  timeout "$gs" bench/gpu.sh --build "$B" --out "$O/gpu" "${nb[@]}" ${UKB_GPU_SH_ARGS:-} >> "$O/console.txt" 2>&1
   log "bench/gpu.sh: rc $?"
   if [ ! -s "$O/gpu/table.md" ] && [ -f "$O/gpu/flops.json" ]; then  # cut short: the table of what it got
     { python3 bench/gpu_table.py "$O/gpu"; echo; cat "$O/gpu/team_probe.md" 2>/dev/null; } > "$O/gpu/table.md" 2>&1
@@ -141,6 +149,47 @@ if [ "$(left)" -gt 300 ]; then
   cat "$O/gpu/table.md" 2>/dev/null
 else
   log "bench/gpu.sh skipped: $(left) s left"
+fi
+pack
+
+# Nsight Compute on the RK4 kernels of W2 and W3 in double (the models
+# furthest from their targets): occupancy, local-memory (spill) traffic, and
+# the FP64 instructions executed, from which the achieved FLOP/s
+# (dadd + dmul + 2 dfma over the kernel's duration); the clocks left as the
+# driver sets them (--clock-control none), as in the benchmarks.
+if [ "$(left)" -gt 70 ] && command -v ncu >/dev/null; then
+  # UKB_NCU: the benchmark rows to profile (default W2 at 10^5 and W3 at 10^4).
+  rows=${UKB_NCU:-"W2/planar_chain_6/double/cuda/threads:0/N:100000/ W3/planar_chain_12/double/cuda/threads:0/N:10000/"}
+  log "ncu: the second RK4 integration kernel of $rows"
+  for w in $rows; do
+    f=$O/ncu_$(echo "$w" | cut -d/ -f1,3 | tr / _).txt
+    timeout "$(cap 45)" ncu --clock-control none --kernel-name-base demangled -k regex:'body_kernel.*SystemRun' --launch-skip 1 -c 1 \
+      --section LaunchStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --metrics sm__sass_thread_inst_executed_op_dadd_pred_on.sum,sm__sass_thread_inst_executed_op_dmul_pred_on.sum,sm__sass_thread_inst_executed_op_dfma_pred_on.sum,gpu__time_duration.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum \
+      "$B/bin/ukb_bench_workloads" --benchmark_filter="^$w" --benchmark_min_time=0.01 > "$f" 2>&1
+    log "ncu $w: rc $?"
+    python3 - "$f" <<'PY' | tee -a "$O/console.txt"
+import re, sys
+t = open(sys.argv[1]).read()
+def val(name):
+    m = re.search(re.escape(name) + r"\s+\S*\s+([\d,.]+)", t)
+    return float(m.group(1).replace(",", "")) if m else None
+add, mul, fma = (val("sm__sass_thread_inst_executed_op_d%s_pred_on.sum" % k) for k in ("add", "mul", "fma"))
+dur = val("gpu__time_duration.sum")
+unit = re.search(r"gpu__time_duration.sum\s+(\S+)", t)
+scale = {"ns": 1e-9, "us": 1e-6, "usecond": 1e-6, "msecond": 1e-3, "ms": 1e-3, "nsecond": 1e-9, "second": 1.0}.get(unit.group(1) if unit else "", None)
+occ = re.search(r"Achieved Occupancy\s+%\s+([\d.]+)", t)
+regs = re.search(r"Registers Per Thread\s+\S+\s+(\d+)", t)
+if None not in (add, mul, fma, dur) and scale:
+    print(f"  {sys.argv[1].rsplit('/', 1)[-1]}: {(add + mul + 2 * fma) / (dur * scale) / 1e9:.0f} GFLOP/s FP64, "
+          f"achieved occupancy {occ.group(1) if occ else '?'} %, {regs.group(1) if regs else '?'} registers")
+else:
+    print(f"  {sys.argv[1].rsplit('/', 1)[-1]}: counters not read (see the file)")
+PY
+  done
+else
+  log "ncu skipped: $(left) s left, or no ncu"
 fi
 pack
 
@@ -171,17 +220,22 @@ pack
 
 # Variants of the workload benchmark built with other flags (DIR/bin/
 # ukb_bench_workloads.NAME, put there by hand before packing, e.g. a build
-# with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"): W1 (double, float) and W4
-# (double) at N = 10^6 and W2 (double) at 10^5, alternating with the default
-# binary, two rounds.
+# with "-DCMAKE_CUDA_FLAGS=-maxrregcount=168"), and with UKB_AB_BLOCK=K the
+# default binary with blocks of K threads (UKB_BENCH_CUDA_BLOCK, against
+# each kernel's occupancy choice): W1 (double, float) and W4 (double) at
+# N = 10^6 and W2 (double) at 10^5, alternating with the default binary,
+# two rounds.
+if [ -n "${UKB_AB_BLOCK:-}" ]; then variants="$variants block${UKB_AB_BLOCK}"; fi
 if [ -n "$variants" ] && [ "$(left)" -gt 90 ]; then
   log "A/B: ukb_bench_workloads against $(echo "$variants" | xargs -n 1 basename | tr '\n' ' ')"
   mkdir -p "$O/ab"
   for round in 1 2; do
     for v in "$B/bin/ukb_bench_workloads" $variants; do
-      timeout "$(cap 60)" "$v" --benchmark_filter='^(W1/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W4/[a-z_]+/double/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
+      bin=$v name=$(basename "$v") env=()
+      case "$v" in block*) bin=$B/bin/ukb_bench_workloads name=ukb_bench_workloads.$v env=(UKB_BENCH_CUDA_BLOCK="${v#block}") ;; esac
+      env "${env[@]}" timeout "$(cap 60)" "$bin" --benchmark_filter='^(W1/[a-z_]+/(double|float)/cuda/threads:0/N:1000000|W4/[a-z_]+/double/cuda/threads:0/N:1000000|W2/[a-z_0-9]+/double/cuda/threads:0/N:100000)/' \
         --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json \
-        > "$O/ab/$(basename "$v").$round.json" 2> /dev/null
+        > "$O/ab/$name.$round.json" 2> /dev/null
     done
   done
   python3 - "$O/ab" <<'PY' | tee "$O/ab/table.md" | tee -a "$O/console.txt"
@@ -212,14 +266,5 @@ else
 fi
 pack
 
-if [ "$(left)" -gt 70 ] && command -v ncu >/dev/null; then
-  log "ncu: the first integration kernel of W1 and W2 in double at N = 10^5"
-  for w in "W1/bead_on_ring/double/cuda/threads:0/N:100000/" "W2/planar_chain_6/double/cuda/threads:0/N:100000/"; do
-    f=$O/ncu_$(echo "$w" | cut -d/ -f1,3 | tr / _).txt
-    timeout "$(cap 30)" ncu -k regex:body_kernel --launch-skip 1 -c 1 --section LaunchStats --section Occupancy --section SpeedOfLight \
-      --section MemoryWorkloadAnalysis "$B/bin/ukb_bench_workloads" --benchmark_filter="^$w" --benchmark_min_time=0.01 > "$f" 2>&1
-    log "ncu $w: rc $?"
-  done
-fi
 log "done"
 pack

@@ -2,7 +2,7 @@
 # The GPU throughput table (issue 22) in one command, on a machine with an
 # NVIDIA GPU and the CUDA toolkit:
 #
-#   bench/gpu.sh [--build DIR] [--out DIR] [--quick] [--no-build]
+#   bench/gpu.sh [--build DIR] [--out DIR] [--quick] [--no-build] [--no-studies]
 #
 # 1. builds, in DIR (default build-gpu/), only what it runs: ukb, the
 #    workload benchmarks, the flop counter and the team probe (Release, CUDA
@@ -46,7 +46,8 @@
 # better spent measuring than compiling).
 # Raw results go to --out (default bench/results/gpu-DATE-HHMM/): workloads.json
 # (W1-W4), workloads_long.json (W5, W6), flops.json, team_probe.json and .md, device.txt, the two runs'
-# directories, table.md. --quick: N = 10^4 and 10^5 only (W5 and W6 at
+# directories, table.md. --no-studies: steps 2, 3 and 6 only (the
+# workloads' rates and the demo: no probe, no W5 or W6). --quick: N = 10^4 and 10^5 only (W5 and W6 at
 # 10^4), a tenth of the probe's systems and a 10^5-sample demo (a check of
 # the command). The engine's route is one thread per system; teams are
 # measured by the probe on the linear algebra alone.
@@ -56,14 +57,16 @@ cd "$(dirname "$0")/.."
 build="build-gpu"
 out=bench/results/gpu-$(date +%F-%H%M)
 quick=0
+studies=1
 nobuild=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --no-studies) studies=0; shift ;;
     --no-build) nobuild=1; shift ;;
-    *) echo "usage: bench/gpu.sh [--build DIR] [--out DIR] [--quick] [--no-build]" >&2; exit 2 ;;
+    *) echo "usage: bench/gpu.sh [--build DIR] [--out DIR] [--quick] [--no-build] [--no-studies]" >&2; exit 2 ;;
   esac
 done
 start=$(date +%s)
@@ -136,18 +139,20 @@ for be in cuda cpu; do
     || echo "bench/gpu.sh: ukb run on $be failed (exit $?)" >&2
 done
 
-stamp "teams of threads per system against one thread (ukb_team_probe)"
-probe=()
-[ "$quick" = 1 ] && probe=(--quick)
-# A failure of the probe (a GPU it cannot use) leaves the rest of the table.
-if ! "$build/bin/ukb_team_probe" "${probe[@]}" --json "$out/team_probe.json" > "$out/team_probe.md" 2> "$out/team_probe.err"; then
-  echo "(ukb_team_probe failed: $(tail -n 1 "$out/team_probe.err"))" >> "$out/team_probe.md"
+if [ "$studies" = 1 ]; then
+  stamp "teams of threads per system against one thread (ukb_team_probe)"
+  probe=()
+  [ "$quick" = 1 ] && probe=(--quick)
+  # A failure of the probe (a GPU it cannot use) leaves the rest of the table.
+  if ! "$build/bin/ukb_team_probe" "${probe[@]}" --json "$out/team_probe.json" > "$out/team_probe.md" 2> "$out/team_probe.err"; then
+    echo "(ukb_team_probe failed: $(tail -n 1 "$out/team_probe.err"))" >> "$out/team_probe.md"
+  fi
+
+  stamp "the longer chains W5 and W6 on the GPU"
+  bench "^(W5/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($long)|W6/[a-z_0-9]+/(double|float)/cuda/threads:0/N:10000)/" \
+        "$out/workloads_long.json" || echo "bench/gpu.sh: the W5/W6 benchmark failed (exit $?)" >&2
 fi
 
-stamp "the longer chains W5 and W6 on the GPU"
-bench "^(W5/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($long)|W6/[a-z_0-9]+/(double|float)/cuda/threads:0/N:10000)/" \
-      "$out/workloads_long.json" || echo "bench/gpu.sh: the W5/W6 benchmark failed (exit $?)" >&2
-
 stamp "table"
-{ python3 bench/gpu_table.py "$out"; echo; cat "$out/team_probe.md"; } | tee "$out/table.md"
+{ python3 bench/gpu_table.py "$out"; echo; cat "$out/team_probe.md" 2>/dev/null; } | tee "$out/table.md"
 stamp "done: raw results in $out/"

@@ -1,59 +1,81 @@
 #!/bin/bash
-# Registers and stack of the CUDA integration kernels of bead_on_ring,
-# redundant_pendulum, planar_chain_6 and planar_chain_12 (W1, W4, W2, W3) in
-# double, at any commit, without a GPU:
+# Registers, stack frame and spill stores of every CUDA integration kernel
+# of the built-in models (RK4 and Dormand–Prince, double and float), at any
+# commit, without a GPU:
 #
-#   bench/kernel_registers.sh [COMMIT...]      (default HEAD)
+#   bench/kernel_registers.sh [COMMIT...]      (default: the working tree)
 #
-# Archives each commit's tree into a temporary directory, compiles its
-# engine.cu with nvcc -O3 -Xptxas -v for sm_90 (about 60-90 s on one core)
-# and prints, per kernel, registers / stack frame / spill stores in bytes.
-# Runs its commits two at a time. bench/README.md ("Where the small models'
-# registers came from") has the table it gave along 751c43f..717abe9.
+# Archives each commit's tree (or copies the working tree) into a temporary
+# directory, compiles its engine.cu and engine_float.cu with nvcc -O3
+# -Xptxas -v for sm_90, the two at once (about 90 s each on one core), and
+# prints one row per kernel: model, scalar, method, registers / stack frame
+# / spill stores in bytes, and the route (thread: one thread per system).
+# Issue 48's targets: every kernel of W1-W4 with 0 bytes of spill stores
+# and at most 256 B of stack, W1 and W4 at most 168 registers; the rows of
+# W1-W4 are marked with their workload.
 set -u
 cd "$(dirname "$0")/.."
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-one() {
+filt=$(command -v cu++filt || command -v c++filt)
+one() {  # one COMMIT|worktree: the table of that tree
   local c=$1 d
   d=$(mktemp -d)
-  git archive "$c" | tar -x -C "$d"
-  local cu
-  cu=$(git ls-tree -r --name-only "$c" | grep "/engine\.cu$" | head -n 1)
+  if [ "$c" = worktree ]; then
+    cp -r include kernels src "$d"/
+  else
+    git archive "$c" | tar -x -C "$d"
+  fi
   local inc=()
   for i in include kernels src; do [ -d "$d/$i" ] && inc+=("-I$d/$i"); done
-  "$nvcc" -DUKB_HAVE_CUDA=1 "${inc[@]}" -isystem=/usr/include/eigen3 -O3 -DNDEBUG -Xptxas -v \
-    --generate-code=arch=compute_90,code=[compute_90,sm_90] --expt-relaxed-constexpr -std=c++20 \
-    -x cu -c "$d/$cu" -o "$d/e.o" > "$d/ptxas.txt" 2>&1 || { echo "== $c: nvcc failed"; tail -n 5 "$d/ptxas.txt"; rm -rf "$d"; return; }
-  python3 - "$c $(git log -1 --format=%s "$c" | cut -c1-60)" "$d/ptxas.txt" <<'PY'
-import re, sys
-print("==", sys.argv[1])
-entry = stack = None
-for line in open(sys.argv[2]):
-    m = re.search(r"Compiling entry function '(\S+)'", line)
+  local units=()
+  for u in engine engine_float; do
+    [ -f "$d/kernels/ukb/cuda/$u.cu" ] && units+=("$u")
+  done
+  for u in "${units[@]}"; do
+    "$nvcc" -DUKB_HAVE_CUDA=1 "${inc[@]}" -isystem=/usr/include/eigen3 -O3 -DNDEBUG -Xptxas -v \
+      --generate-code=arch=compute_90,code=[sm_90] --expt-relaxed-constexpr -std=c++20 \
+      -x cu -c "$d/kernels/ukb/cuda/$u.cu" -o "$d/$u.o" > "$d/$u.ptxas" 2>&1 &
+  done
+  wait
+  for u in "${units[@]}"; do
+    [ -s "$d/$u.o" ] || { echo "== $c: nvcc failed on $u.cu"; tail -n 5 "$d/$u.ptxas"; rm -rf "$d"; return; }
+  done
+  local what=$c
+  [ "$c" = worktree ] || what="$c $(git log -1 --format=%s "$c" | cut -c1-60)"
+  cat "$d"/*.ptxas | python3 -c '
+import re, subprocess, sys
+filt, title = sys.argv[1], sys.argv[2]
+lines = sys.stdin.read().splitlines()
+rows, entry, stack = [], None, None
+for line in lines:
+    m = re.search(r"Compiling entry function .(\S+).", line)
     if m:
-        entry, stack = m.group(1), None
+        entry, stack = m.group(1).rstrip("\x27"), None
         continue
     if entry and stack is None and "bytes stack frame" in line:
         stack = re.findall(r"(\d+) bytes", line)
     m = re.search(r"Used (\d+) registers", line)
     if entry and m:
-        names = {"BeadOnRingIdE": "W1 bead_on_ring", "RedundantPendulumIdE": "W4 redundant_pendulum",
-                 "PlanarChainIdLi6EE": "W2 planar_chain_6", "PlanarChainIdLi12EE": "W3 planar_chain_12"}
-        model = next((v for k, v in names.items() if k in entry), None)
-        if model and "IntegrateBody" in entry:
-            method = "Dormand-Prince" if "Adaptive" in entry else "RK4" if "FixedStep" in entry else "the one integration kernel"
-            print(f"  {model:22s} {method:24s} {m.group(1):>4} / {stack[0] if stack else '?':>5} / {stack[1] if stack else '?':>5}")
+        if "IntegrateBody" in entry:
+            rows.append((entry, int(m.group(1)), int(stack[0]) if stack else -1, int(stack[1]) if stack else -1))
         entry = None
-PY
+names = subprocess.run([filt], input="\n".join(r[0] for r in rows), capture_output=True, text=True).stdout.splitlines()
+work = {"BeadOnRing": "W1 ", "PlanarChain<*, 6>": "W2 ", "PlanarChain<*, 12>": "W3 ", "RedundantPendulum": "W4 "}
+out = []
+for (entry, regs, st, sp), name in zip(rows, names):
+    m = re.search(r"models::(\w+)<(double|float)(?:, (\d+))?>", name)
+    model, scalar, k = m.group(1), m.group(2), m.group(3)
+    key = f"{model}<*, {k}>" if k else model
+    label = work.get(key, "   ") + model + (f"<{k}>" if k else "")
+    method = "Dormand-Prince" if "AdaptiveRun" in name else "RK4"
+    out.append((label, scalar, method, regs, st, sp))
+print("==", title)
+print("| model | scalar | method | registers | stack (B) | spill stores (B) | route |")
+print("|---|---|---|---|---|---|---|")
+for r in sorted(out):
+    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | thread |")
+' "$filt" "$what"
   rm -rf "$d"
 }
-export -f one
-export nvcc
-[ $# -eq 0 ] && set -- HEAD
-# Two at a time, each into its own file; printed in the order given.
-tmp=$(mktemp -d)
-k=0
-for c in "$@"; do k=$((k + 1)); printf '%s %s\n' "$k" "$c"; done |
-  xargs -P 2 -L 1 bash -c 'one "$2" > "'"$tmp"'/$1.txt"' _
-for i in $(seq 1 $#); do cat "$tmp/$i.txt"; done
-rm -rf "$tmp"
+[ $# -eq 0 ] && set -- worktree
+for c in "$@"; do one "$c"; done
