@@ -133,10 +133,13 @@ UKB_HD inline void coulomb_friction(const T* q, const T* qd, T t, const typename
   Mo::force(q, qd, t, p, Q);
   T aQ = T(0);
   for (int i = 0; i < n; ++i) aQ += A[i] * Q[i];
-  for (int i = 0; i < n; ++i) C[i] = Q[i] - aQ / aa * A[i];  // Q_t
-  const T limit = mu * safe_norm<n>(Qc_ideal), qt = safe_norm<n>(C);
+  // Q_t in an array of its own: C written once on each path kept nvcc from
+  // storing C to local memory at every evaluation.
+  T Qt[n];
+  for (int i = 0; i < n; ++i) Qt[i] = Q[i] - aQ / aa * A[i];
+  const T limit = mu * safe_norm<n>(Qc_ideal), qt = safe_norm<n>(Qt);
   const T k = pick(qt <= limit, T(-1), -limit / qt);
-  for (int i = 0; i < n; ++i) C[i] = pick(sliding, slide[i], C[i] * k);
+  for (int i = 0; i < n; ++i) C[i] = pick(sliding, slide[i], Qt[i] * k);
 }
 
 /// The stick-or-slip handler of a Coulomb point-mass model with one

@@ -57,9 +57,17 @@ namespace ukb::kernels {
 /// step whose end state has a residual above the limit (or NaN) fails with
 /// failed_residual. The outcome does not depend on how the steps are split
 /// among calls.
+///
+/// On a GPU its kernel inlines the rare paths for the smallest models
+/// (detail::inlined_rare): an out-of-line call kept arrays of the step in
+/// local memory, stored to at every stage and never read there, and the
+/// registers of the step above the 168 at which 12 warps fit on a
+/// multiprocessor (bench/README.md, "Registers of the run loop").
+/// Dormand–Prince's run, whose stages hold 14 n values, keeps them out of
+/// line (inlined, its kernel needed more registers).
 template <Model Mo, class Control = FixedStep>
-struct SystemRun : RunCommon<Mo> {
-  using Base = RunCommon<Mo>;
+struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
+  using Base = RunCommon<Mo, detail::inlined_rare<Mo>>;
   using T = typename Mo::Scalar;
   static constexpr int n = Mo::n, m = Mo::m;
   using Base::f, Base::p, Base::rest, Base::g, Base::begun, Base::locating;

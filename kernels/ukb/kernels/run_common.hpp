@@ -67,8 +67,10 @@ struct RunState {
 /// start of a system, the projection, the limits, the counters, the event
 /// handler, the residual monitor, the final status). The batch view `v`
 /// given to load, feed and store is the one the system lives in; the
-/// counters are changed there (RunState says why).
-template <Model Mo>
+/// counters are changed there (RunState says why). `InlineRare`: the rare
+/// paths (the handler's first consultation, the projection) inlined in GPU
+/// device code too (uk_eval_rare, project_step).
+template <Model Mo, bool InlineRare = false>
 struct RunCommon {
   using T = typename Mo::Scalar;
   static constexpr int n = Mo::n, m = Mo::m;
@@ -125,7 +127,7 @@ struct RunCommon {
         if (start && g == T(0)) {
           // A system that cannot be evaluated fails before its handler is asked.
           Accel<Mo> a;
-          const Status st = uk_eval_rare<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
+          const Status st = uk_eval_rare<Mo, InlineRare>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
           add(v.rhs_evals, 1);
           if (st == Status::ok) {
             add(v.events, 1);
@@ -192,7 +194,8 @@ struct RunCommon {
     Status st = Status::ok;
     if (s.expected_rank >= 0 && (min_rank != s.expected_rank || max_rank != s.expected_rank))
       st = Status::failed_rank;
-    else if (s.projection.on) st = project_step<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
+    else if (s.projection.on)
+      st = project_step<Mo, InlineRare>(f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
     if (st == Status::ok && !within_limit(s)) st = Status::failed_residual;
     return st;
   }

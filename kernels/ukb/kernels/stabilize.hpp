@@ -106,20 +106,22 @@ UKB_NOINLINE UKB_HD Status project_call(typename Mo::Scalar* q, typename Mo::Sca
 }  // namespace detail
 
 /// project() as the run loop calls it: out of line in GPU device code (one
-/// copy for both methods' kernels), inlined elsewhere; through
-/// detail::on_copies (uk.hpp: where detail::inlined_accel<Mo>, the caller's
-/// state then stays in registers).
-template <Model Mo>
+/// copy for both methods' kernels) unless `Inline`, inlined elsewhere;
+/// through detail::on_copies (uk.hpp: where detail::inlined_accel<Mo>, the
+/// caller's state then stays in registers).
+template <Model Mo, bool Inline = false>
 UKB_HD UKB_INLINE Status project_step(typename Mo::Scalar* q, typename Mo::Scalar* qd, typename Mo::Scalar t,
                                       const typename Mo::Params& p, typename Mo::Scalar rank_rtol,
                                       const Projection<typename Mo::Scalar>& pr, bool& converged) {
   using T = typename Mo::Scalar;
   return detail::on_copies<Mo>(q, qd, p, pr, [&](T* x, T* v, const typename Mo::Params& px, const Projection<T>& prx) {
     bool conv = true;
+    Status st;
 #if defined(__CUDA_ARCH__)
-    const Status st = detail::project_call<Mo>(x, v, t, px, rank_rtol, prx, conv);
+    if constexpr (!Inline) st = detail::project_call<Mo>(x, v, t, px, rank_rtol, prx, conv);
+    else st = project<Mo>(x, v, t, px, rank_rtol, prx, conv);
 #else
-    const Status st = project<Mo>(x, v, t, px, rank_rtol, prx, conv);
+    st = project<Mo>(x, v, t, px, rank_rtol, prx, conv);
 #endif
     converged = conv;
     return st;

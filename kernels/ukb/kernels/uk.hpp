@@ -253,6 +253,15 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
 template <Model Mo>
 inline constexpr bool inlined_accel = Mo::n < 8;
 
+/// Whether RK4's run inlines its rare paths in GPU device code too
+/// (fixed_run.hpp): the models of at most 4 coordinates, whose step then
+/// fits in the registers (nvcc 13.0, sm_90, -O3: the ring's and the
+/// redundant pendulum's kernels at 168 and 164 registers with 48 and 64
+/// bytes of stack; with 5 and 6 coordinates, rolling_sphere and
+/// planar_chain_3, inlining turned stack into spill stores).
+template <Model Mo>
+inline constexpr bool inlined_rare = Mo::n <= 4;
+
 /// f(q, q', p, s) for the run loop's rare paths (uk_eval_rare,
 /// project_step): where inlined_accel<Mo>, on copies of q and q' (n values
 /// each), of the parameters p and of the settings s, on every backend (so
@@ -302,10 +311,10 @@ UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_eval(const V* q, const V* qd,
 /// uk_accel on the run loop's rare paths (the acceleration at the start of
 /// an adaptive step where the last stage does not give it, the initial
 /// step's probe, a handler's first consultation): out of line in GPU device
-/// code for every model (detail::uk_accel_call: one copy instead of one
-/// more inlined body per path); elsewhere inlined. The same operations
-/// either way, through detail::on_copies.
-template <Model Mo>
+/// code (detail::uk_accel_call: one copy instead of one more inlined body per
+/// path) unless `Inline` (the runs choose: fixed_run.hpp), inlined elsewhere.
+/// The same operations either way, through detail::on_copies.
+template <Model Mo, bool Inline = false>
 UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
                                       typename Mo::Scalar t, const typename Mo::Params& p,
                                       typename Mo::Scalar rank_rtol, Accel<Mo>& out,
@@ -314,10 +323,9 @@ UKB_HD UKB_INLINE Status uk_eval_rare(const typename Mo::Scalar* q, const typena
   return detail::on_copies<Mo>(q, qd, p, bg, [&](const T* x, const T* v, const typename Mo::Params& px,
                                                  const Baumgarte<T>& b) {
 #if defined(__CUDA_ARCH__)
-    return detail::uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
-#else
-    return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
+    if constexpr (!Inline) return detail::uk_accel_call<Mo, T>(x, v, t, px, rank_rtol, out, b);
 #endif
+    return uk_accel<Mo, T>(x, v, t, px, rank_rtol, out, b);
   });
 }
 
