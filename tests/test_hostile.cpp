@@ -366,6 +366,17 @@ TEST(Hostile, PlantedSymlinksAreNeverFollowed) {
     EXPECT_TRUE(contains(e.what(), "is a symbolic link")) << e.what();
   }
   EXPECT_EQ(slurp(victim), "precious\n");
+  // A hard link at the lock file: refused, the other file neither truncated
+  // nor written.
+  fs::remove(d2 / ".ukb.lock");
+  fs::create_hard_link(victim, d2 / ".ukb.lock");
+  try {
+    ukb::run::execute(c, {.out_dir = d2.string()});
+    ADD_FAILURE() << "a hard-linked lock file was written through";
+  } catch (const ukb::run::ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "2 links")) << e.what();
+  }
+  EXPECT_EQ(slurp(victim), "precious\n");
 
   // AtomicFile alone: a link at its first temporary name is stepped over.
   const fs::path target = dir / "t.txt";

@@ -3,6 +3,7 @@
 // backend, the plugin cache (reuse, edits, damage, concurrency), and bad
 // files, each with the user's file:line and the failed requirement.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -312,6 +313,58 @@ TEST(ModelFiles, BadFilesSayWhereAndWhat) {
         left += name + " ";
     }
   EXPECT_EQ(left, "") << "nothing left behind";
+}
+
+TEST(ModelFiles, APluginCacheOthersCouldWriteIsNeverUsed) {
+  // The cache ukb is pointed at is writable by others (mode 0777): not
+  // used. Its fallback in TMPDIR, ukb-cache-UID, made first by "another
+  // user" as a link to a directory of theirs: neither followed nor chmod-ed;
+  // a new private directory of mkdtemp instead, gone when ukb ends. Each run
+  // compiles a file that fails at once (bad_syntax.hpp): the cache is chosen
+  // before.
+  const fs::path dir = fresh_dir("shared_cache"), shared = dir / "shared", tmp = dir / "tmp", theirs = dir / "theirs";
+  fs::create_directories(shared);
+  fs::create_directories(tmp);
+  fs::create_directories(theirs);
+  fs::permissions(shared, fs::perms::all);
+  fs::permissions(theirs, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  const fs::path fallback = tmp / ("ukb-cache-" + std::to_string(::geteuid()));
+  fs::create_directory_symlink(theirs, fallback);
+  auto run = [&] { return ukb_with_cache(shared, "models --file " + sh(kBad / "bad_syntax.hpp"), "TMPDIR=" + sh(tmp) + " "); };
+  CliRun r = run();
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot be used (its group or others may write into it (mode 0777))"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot be trusted, it is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("removed when this process ends"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(theirs)) << "nothing written through the link";
+  EXPECT_EQ(fs::status(theirs).permissions(), fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  EXPECT_TRUE(fs::is_empty(shared)) << "nothing written into the shared cache";
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{fallback.filename().string()}) << "the run's own directory is gone";
+  // The fallback a directory of another user: not used either (as root, a
+  // directory handed to `nobody`; otherwise one that others may write).
+  fs::remove(fallback);
+  fs::create_directory(fallback);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown(fallback.c_str(), 65534, 65534), 0);
+  } else {
+    fs::permissions(fallback, fs::perms::all);
+  }
+  r = run();
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(root ? "it belongs to another user (uid 65534" : "its group or others may write into it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::is_empty(fallback));
+  // No fallback yet: made private (0700) and used.
+  fs::remove(fallback);
+  r = run();
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("; using '" + fallback.string() + "' (set UKB_CACHE_DIR"), std::string::npos) << r.err;
+  ASSERT_TRUE(fs::is_directory(fallback));
+  EXPECT_EQ(fs::status(fallback).permissions(), fs::perms::owner_all);
 }
 
 TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {

@@ -207,23 +207,59 @@ void AtomicFile::publish() {
   if (synced_) sync_dir(target_.parent_path());  // the rename itself is durable
 }
 
+// ------------------------------------------------------ files in shared places
+
+std::string private_dir_problem(const fs::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return std::string("it cannot be examined (") + errtext(errno) + ")";
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "it is not a directory";
+  if (st.st_uid != ::geteuid())
+    return "it belongs to another user (uid " + std::to_string(st.st_uid) + ", this process is uid " +
+           std::to_string(::geteuid()) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("its group or others may write into it (mode ") + mode + ")";
+  }
+  return "";
+}
+
+int open_own_file(const fs::path& file, int flags, unsigned mode, std::string& why) {
+  const int fd = ::open(file.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, static_cast<mode_t>(mode));
+  if (fd < 0) {
+    const int err = errno;
+    why = err == ELOOP ? "it is a symbolic link; ukb does not follow it" : errtext(err);
+    errno = err;
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) why = errtext(errno);
+  else if (!S_ISREG(st.st_mode)) why = "it is not a regular file";
+  else if (st.st_nlink != 1) why = "it has " + std::to_string(st.st_nlink) + " links (a hard link to another file)";
+  else if (st.st_uid != ::geteuid()) why = "it belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  else return fd;
+  ::close(fd);
+  errno = EPERM;
+  return -1;
+}
+
 // ------------------------------------------------------------------- DirLock
 
 DirLock::DirLock(const fs::path& dir, const std::string& origin) : path_(dir / name) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    std::string why;
+    const int fd = open_own_file(path_, O_RDWR | O_CREAT, 0644, why);
     if (fd < 0) {
-      const int err = errno;
-      if (err == ELOOP)
-        throw ConfigError(origin + ": '" + path_.string() +
-                          "' is a symbolic link; ukb does not follow it (remove it)");
-      throw ConfigError(origin + ": cannot write into the output directory '" + dir.string() + "' (" +
-                        errtext(err) + ")");
+      if (errno == EPERM || errno == ELOOP)
+        throw ConfigError(origin + ": '" + path_.string() + "' is not ukb's lock file of this user: " + why +
+                          " (remove it)");
+      throw ConfigError(origin + ": cannot write into the output directory '" + dir.string() + "' (" + why + ")");
     }
     struct stat held {};
-    if (::fstat(fd, &held) != 0 || !S_ISREG(held.st_mode)) {
+    if (::fstat(fd, &held) != 0) {
       ::close(fd);
-      throw ConfigError(origin + ": '" + path_.string() + "' is not a regular file (remove it)");
+      throw ConfigError(origin + ": '" + path_.string() + "' cannot be examined (remove it)");
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;

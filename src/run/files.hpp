@@ -7,7 +7,12 @@
 //    every write checked, then renamed onto its target; removed on every
 //    failure path.
 //  - DirLock: an advisory lock (flock) on DIR/.ukb.lock held for the life of
-//    a run, so that an output directory belongs to one run at a time.
+//    a run, so that an output directory belongs to one run at a time; the
+//    lock file opened by open_own_file.
+//  - private_dir_problem, open_own_file: what ukb creates or trusts in a
+//    place others can write (the plugin cache's fallback in the temporary
+//    directory, lock files): a directory of this user alone, a file that is
+//    ours alone (no symbolic link followed, no hard link written through).
 //  - read_text: a config file read with a size cap (not a directory, not
 //    /dev/zero).
 //  - available_memory: the memory a run may use: physical memory, the
@@ -68,6 +73,20 @@ class AtomicFile {
   bool closed_ = false, synced_ = false, published_ = false, failed_ = false;
   bool direct_ = false;  ///< a device or FIFO target, written in place
 };
+
+/// Why `dir` is not a private directory of this user (empty where it is):
+/// it must be a directory itself, not a symbolic link to one (lstat),
+/// owned by this process's effective user, and not writable by its group or
+/// by others. A plugin is loaded only from such a directory.
+std::string private_dir_problem(const fs::path& dir);
+
+/// Opens `file` with `flags` (O_CREAT among them where it may be created,
+/// with `mode`), never through a symbolic link (O_NOFOLLOW) and only where
+/// the file is ours alone: a regular file owned by this process's effective
+/// user with one link (a hard link to another file would be written
+/// through). Returns the descriptor, or -1 with `why` saying what is wrong
+/// (the file is then not touched: never truncated here).
+int open_own_file(const fs::path& file, int flags, unsigned mode, std::string& why);
 
 /// An exclusive advisory lock on DIR/.ukb.lock (flock), which holds the
 /// holder's pid; released (and the file removed) on destruction. Throws

@@ -248,25 +248,61 @@ const Toolchain& toolchain() {
 
 // ---------------------------------------------------------------- the cache
 
+// A directory made by mkdtemp for this process alone, removed at exit.
+struct RunCache {
+  fs::path path;
+  ~RunCache() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+// The plugin cache: UKB_CACHE_DIR, else $XDG_CACHE_HOME/ukb, else
+// $HOME/.cache/ukb, where it can be written and is a private directory of
+// this user (private_dir_problem: plugins are loaded from it, so nobody else
+// may plant or replace one); else $TMPDIR/ukb-cache-UID made with mode 0700
+// and checked the same way (another user may have made that name first:
+// as a link, or as a directory of theirs holding a plugin); else a new
+// directory of mkdtemp for this process alone, removed at its exit.
 fs::path cache_root() {
+  static RunCache fresh;
   static const fs::path root = [] {
     fs::path dir;
     if (const char* d = std::getenv("UKB_CACHE_DIR"); d && *d) dir = d;
     else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "ukb";
     else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".cache/ukb";
     std::error_code ec;
+    std::string why = "no HOME";
     if (!dir.empty()) {
       fs::create_directories(dir, ec);
-      if (!ec && ::access(dir.c_str(), W_OK | X_OK) == 0) return dir;
+      why = run::private_dir_problem(dir);
+      if (why.empty() && ::access(dir.c_str(), W_OK | X_OK) != 0) why = std::string("it cannot be written (") + std::strerror(errno) + ")";
+      if (why.empty()) return dir;
     }
     const char* tmp = std::getenv("TMPDIR");
-    fs::path fallback = fs::path(tmp && *tmp ? tmp : "/tmp") / ("ukb-cache-" + std::to_string(::getuid()));
-    fs::create_directories(fallback, ec);
-    ::chmod(fallback.c_str(), 0700);
-    std::cerr << "ukb: the plugin cache " << (dir.empty() ? "(no HOME)" : named(dir))
-              << " cannot be written; using " << named(fallback)
-              << " for this run (set UKB_CACHE_DIR to a writable directory)\n";
-    return fallback;
+    const fs::path base = tmp && *tmp ? tmp : "/tmp";
+    const fs::path shared = base / ("ukb-cache-" + std::to_string(::geteuid()));
+    std::string shared_why;
+    if (::mkdir(shared.c_str(), 0700) != 0 && errno != EEXIST)
+      shared_why = std::string("it cannot be made (") + std::strerror(errno) + ")";
+    else
+      shared_why = run::private_dir_problem(shared);
+    fs::path use = shared;
+    if (!shared_why.empty()) {
+      std::string templ = (base / ("ukb-cache-" + std::to_string(::geteuid()) + "-XXXXXX")).string();
+      if (!::mkdtemp(templ.data()))
+        fail("no plugin cache can be made: " + named(dir.empty() ? shared : dir) + " cannot be used (" + why +
+             "), nor " + named(shared) + " (" + shared_why + "), nor a new directory in " + named(base) + " (" +
+             std::strerror(errno) + "); set UKB_CACHE_DIR to a private directory");
+      use = fresh.path = templ;
+    }
+    std::cerr << "ukb: the plugin cache " << (dir.empty() ? std::string("(no HOME)") : named(dir))
+              << " cannot be used (" << why << "); using " << named(use)
+              << (shared_why.empty() ? std::string()
+                                     : " (a new directory: " + named(shared) + " cannot be trusted, " + shared_why +
+                                           "), removed when this process ends")
+              << " (set UKB_CACHE_DIR to a private, writable directory)\n";
+    return use;
   }();
   return root;
 }
@@ -305,8 +341,12 @@ struct EntryLock {
   int fd = -1;
   EntryLock(const fs::path& entry, const std::string& what, bool progress) {
     const fs::path file = entry.parent_path() / ("." + entry.filename().string() + ".lock");
-    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return;
+    std::string why;
+    fd = run::open_own_file(file, O_RDWR | O_CREAT, 0600, why);
+    if (fd < 0) {
+      if (errno == EPERM || errno == ELOOP) fail("model file " + what + ": the cache's lock " + named(file) + ": " + why);
+      return;
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
     if (errno != EWOULDBLOCK) {  // no locks here (ENOLCK, EINVAL ...)
       ::close(fd);
