@@ -367,6 +367,32 @@ TEST(ModelFiles, APluginCacheOthersCouldWriteIsNeverUsed) {
   EXPECT_EQ(fs::status(fallback).permissions(), fs::perms::owner_all);
 }
 
+TEST(ModelFiles, ARunOfABareConfigNameResumesFromAnyDirectory) {
+  // `cd DIR; ukb run sleigh.toml --out s`, stopped (SIGTERM: a background
+  // job of a shell ignores SIGINT), then `ukb run --resume DIR/s` from
+  // another directory, as ukb's own message says: the model file is found
+  // where the run found it. The config beside a link to the example's model
+  // file (the example cache's plugin: the cache keys the file's real path).
+  const fs::path dir = fresh_dir("bare_name");
+  fs::create_symlink(kModels / "sleigh.hpp", dir / "sleigh.hpp");
+  std::string text = slurp(kModels / "sleigh.toml");
+  text = std::regex_replace(text, std::regex(R"(samples = \d+)"), "samples = 4000");
+  text = std::regex_replace(text, std::regex(R"(t_end = [0-9.]+)"), "t_end = 2.0\nchunk = 100");
+  text += "checkpoint_interval = 0.0\n";
+  write(dir / "sleigh.toml", text);
+  const std::string ukb = std::string(UKB_CLI_PATH), cache = "UKB_CACHE_DIR=" + sh(example_cache()) + " ";
+  const CliRun stopped = run_cli("--version >/dev/null; cd " + sh(dir) + " && { " + cache + ukb +
+                                 " run sleigh.toml --out s --quiet & p=$!; k=0; while [ ! -e s/checkpoint.ukb ] && "
+                                 "[ $k -lt 2400 ]; do sleep 0.05; k=$((k+1)); done; kill -TERM $p; wait $p; }");
+  ASSERT_EQ(stopped.code, 143) << stopped.err;
+  ASSERT_TRUE(fs::exists(dir / "s" / "checkpoint.ukb"));
+  EXPECT_NE(stopped.err.find("continue with: ukb run --resume s"), std::string::npos) << stopped.err;
+  const CliRun resumed = run_cli("--version >/dev/null; cd / && " + cache + ukb + " run --resume " + sh(dir / "s") + " --quiet");
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_TRUE(fs::exists(dir / "s" / "results.npy"));
+  EXPECT_FALSE(fs::exists(dir / "s" / "checkpoint.ukb"));
+}
+
 TEST(ModelFiles, FilesThatAreNoModelsAreRefusedBeforeCompiling) {
   const fs::path dir = fresh_dir("none"), cache = dir / "cache";
   fs::create_directories(dir / "a_directory.hpp");

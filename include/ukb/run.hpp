@@ -107,6 +107,10 @@ struct Config {
   std::string out_dir;              ///< [output] dir (the --out option overrides it)
   double checkpoint_interval = 60;  ///< seconds between checkpoints (0: every chunk; inf: none but after a failure)
   std::string text;                 ///< the config file's text (kept in checkpoints)
+  /// The directory a model file named by the config is relative to, made
+  /// absolute when the config was read (kept in checkpoints: --resume finds
+  /// the file from any working directory).
+  std::string source_dir;
 
   /// Every input in canonical order: params, then initial.
   std::vector<const Input*> inputs() const;

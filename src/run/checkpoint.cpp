@@ -48,6 +48,7 @@ void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std
   h["version"] = k.version;
   h["config_text"] = k.config_text;
   h["config_path"] = k.config_path;
+  h["config_dir"] = k.config_dir;
   h["identity"] = k.identity;
   h["samples"] = k.samples;
   h["done"] = k.done;
@@ -153,6 +154,7 @@ Checkpoint read_checkpoint(std::istream& f, const std::uintmax_t size, const std
     h.version = j.at("version").get<std::string>();
     h.config_text = j.at("config_text").get<std::string>();
     h.config_path = j.at("config_path").get<std::string>();
+    h.config_dir = j.value("config_dir", std::string());
     h.identity = j.at("identity").get<std::string>();
     h.samples = integer("samples");
     h.done = integer("done");

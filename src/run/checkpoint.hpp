@@ -37,6 +37,7 @@ struct CheckpointHeader {
   std::string version;          ///< ukb version that wrote it
   std::string config_text;      ///< the config file's text
   std::string config_path;      ///< the config file's path when the run began
+  std::string config_dir;       ///< Config::source_dir (empty in checkpoints of ukb before 2026-11-28)
   std::string identity;         ///< the resolved config that fixes the results (JSON)
   long samples = 0;             ///< samples of the run
   long done = 0;                ///< samples whose results are stored

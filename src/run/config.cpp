@@ -344,7 +344,7 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
     if (!src.model_files) P.fail(model, "model", "model files are not accepted here");
     const auto [file, choice] = split_model_spec(name);
     fs::path p(file);
-    if (p.is_relative()) p = (src.dir.empty() ? fs::path(P.path()).parent_path() : fs::path(src.dir)) / p;
+    if (!p.empty() && p.is_relative()) p = fs::path(c.source_dir) / p;  // absolute: the same file from any working directory
     c.model_file = p.lexically_normal().string() + (choice.empty() ? "" : ":" + choice);
     // The plugin without cuda: execute loads the cuda one where the run
     // needs it (after checking that there is a device).
@@ -787,6 +787,11 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
   Config c;
   c.path = path;
   c.text = text;
+  {
+    std::error_code ec;
+    const fs::path d = src.dir.empty() ? fs::path(path).parent_path() : fs::path(src.dir);
+    c.source_dir = fs::absolute(d.empty() ? fs::path(".") : d, ec).lexically_normal().string();
+  }
   P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
                          "stabilization", "params", "initial", "output"});
 

@@ -238,8 +238,13 @@ Config resume_config(const std::string& dir) {
   require_checkpoint(dir);
   const CheckpointHeader k = read_checkpoint(file).header;
   check_version(file, k);
+  // A model file is found where the run found it (config_dir), whatever the
+  // working directory now; checkpoints of earlier versions: beside the
+  // config's path as given (".": a bare file name).
+  std::string from = k.config_dir.empty() ? fs::path(k.config_path).parent_path().string() : k.config_dir;
+  if (from.empty()) from = ".";
   Config c = parse_config(k.config_text, ConfigSource{.path = k.config_path + " (as stored in " + file.string() + ")",
-                                                     .dir = fs::path(k.config_path).parent_path().string(),
+                                                     .dir = from,
                                                      .model = nullptr,
                                                      .model_files = true});
   c.path = k.config_path;
@@ -660,6 +665,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     h.version = ukb::version;
     h.config_text = c.text;
     h.config_path = c.path;
+    h.config_dir = c.source_dir;
     h.identity = identity;
     h.samples = c.samples;
     h.done = done;
