@@ -410,6 +410,27 @@ TEST(Hostile, MemoryLimitsAreRespectedAndNamed) {
   EXPECT_FALSE(m.what.empty());
 }
 
+TEST(Hostile, ThreadsThatCannotBeCreatedAreRefusedBeforeAnyWork) {
+  if (sanitized) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
+  // 1000 threads' stacks under a 1 GB address-space limit: refused with the
+  // key, exit 2, nothing left behind (OpenMP had ended the process with
+  // exit 1, no outputs and the lock left). Two threads under the same limit run.
+  const std::string cfg = write_config("threads.toml", ring_config(50));
+  const fs::path dir = unique_path("threads");
+  fs::remove_all(dir);
+  CliRun r = run_child({"run", cfg, "--out", dir.string(), "--quiet", "--threads", "1000"}, "/dev/null", RLIMIT_AS,
+                       rlim_t(1) << 30);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "key 'threads' (or --threads): 1000 threads take")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ulimit -v")) << r.err;
+  EXPECT_FALSE(fs::exists(dir)) << "nothing left behind";
+  r = run_child({"run", cfg, "--out", dir.string(), "--quiet", "--threads", "2"}, "/dev/null", RLIMIT_AS,
+                rlim_t(1) << 30);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "results.npy"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / ".ukb.lock"));
+}
+
 TEST(Hostile, OversizedOrSpecialConfigFilesAreRefused) {
   CliRun r = run_cli("run /dev/zero --quiet");
   EXPECT_EQ(r.code, 2) << r.err;

@@ -4,6 +4,7 @@
 // file under a temporary name renamed when complete). The pieces: table.hpp
 // (the results table), output.hpp (files), stats.hpp (summary.json),
 // trajectories.hpp (recorded samples), checkpoint.hpp.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -201,6 +202,54 @@ void check_memory(const Config& c) {
     throw ConfigError(c.path + ": key 'samples': " + std::to_string(c.samples) + " samples need about " +
                       bytes_text(need) + " for the results table and one chunk, more than 80 % of " + have.what +
                       " (" + bytes_text(have.bytes) + " available); expected fewer samples (split the run by seed)");
+}
+
+// Refuses a thread count this process cannot create, before any work:
+// OpenMP (libgomp) ends the process with its own message and exit code 1
+// where it cannot create its threads, leaving no outputs and the output
+// directory's lock. The threads' stacks, each of the default size, count
+// against an address-space limit in full (ulimit -v); a probe then creates
+// them all at once (ulimit -u, the kernel's threads-max, a cgroup's pids.max)
+// and lets them end.
+void check_threads(const Config& c, int threads) {
+  const int n = thread_count(threads);
+  if (n <= 1) return;
+  std::size_t stack = 8u << 20;
+  pthread_attr_t a;
+  if (::pthread_getattr_default_np(&a) == 0) {
+    ::pthread_attr_getstacksize(&a, &stack);
+    ::pthread_attr_destroy(&a);
+  }
+  const std::string key = c.path + ": key 'threads' (or --threads): " + std::to_string(n) + " threads ";
+  const MemoryLimit have = available_memory();
+  const double stacks = static_cast<double>(n - 1) * static_cast<double>(stack);
+  if (have.what.find("ulimit -v") != std::string::npos && stacks > 0.5 * have.bytes)
+    throw ConfigError(key + "take " + bytes_text(stacks) + " of address space for their stacks (" +
+                      bytes_text(static_cast<double>(stack)) + " each), more than half of " + have.what + " (" +
+                      bytes_text(have.bytes) + " available); expected fewer threads");
+  int fds[2];
+  if (::pipe(fds) != 0) return;  // no probe: OpenMP reports what it finds
+  std::vector<pthread_t> made;
+  int err = 0;
+  auto wait = [](void* fd) -> void* {
+    char b;
+    while (::read(static_cast<int>(reinterpret_cast<std::intptr_t>(fd)), &b, 1) < 0 && errno == EINTR) {
+    }
+    return nullptr;
+  };
+  for (int k = 1; k < n; ++k) {
+    pthread_t t;
+    err = ::pthread_create(&t, nullptr, wait, reinterpret_cast<void*>(static_cast<std::intptr_t>(fds[0])));
+    if (err != 0) break;
+    made.push_back(t);
+  }
+  ::close(fds[1]);  // every waiting thread's read returns
+  for (pthread_t t : made) ::pthread_join(t, nullptr);
+  ::close(fds[0]);
+  if (err != 0)
+    throw ConfigError(key + "cannot be created here: thread " + std::to_string(made.size() + 2) + " failed (" +
+                      std::strerror(err) + "; ulimit -u, ulimit -v or the system's limit on threads); expected " +
+                      "at most " + std::to_string(made.size() + 1));
 }
 
 // Draws every sample's inputs once, into the table's input columns, and
@@ -528,6 +577,7 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
       if (!c.model_file.empty()) M = &load_model_file(c.model_file, {.cuda = true, .progress = false});
     }
     check_memory(c);
+    check_threads(c, threads_of(c, o));
     table = make_table(c);
     draw_all(c, table, threads_of(c, o));
   } catch (const std::exception& e) {
@@ -622,6 +672,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   if (o.resume) require_checkpoint(dir);  // before any work
   Output out(dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
   check_memory(c);
+  check_threads(c, threads_of(c, o));
   Table table = make_table(c);
   draw_all(c, table, threads_of(c, o));
 
