@@ -1,6 +1,7 @@
 #include "ukb/registry.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +157,39 @@ std::string printable(std::string_view text, std::size_t max_bytes, bool keep_ne
     out += "... (" + std::to_string(text.size()) + " bytes)";
   }
   return out;
+}
+
+std::string name_problems(const ModelInfo& M) {
+  auto bad = [](const std::string& n) -> std::string {
+    if (n.empty()) return "is empty";
+    if (n.size() > 64) return "is longer than 64 characters";
+    if (std::isdigit(static_cast<unsigned char>(n[0]))) return "starts with a digit";
+    for (char ch : n)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) && static_cast<unsigned char>(ch) < 128) && ch != '_')
+        return "has a character other than ASCII letters, digits and '_'";
+    return "";
+  };
+  auto check = [&](const char* what, const std::vector<std::string>& names) -> std::string {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (const std::string why = bad(names[i]); !why.empty())
+        return std::string(what) + " '" + printable(names[i], 80) + "' " + why;
+      for (std::size_t j = 0; j < i; ++j)
+        if (names[j] == names[i]) return std::string(what) + " '" + printable(names[i], 80) + "' is given twice";
+    }
+    return "";
+  };
+  std::vector<std::string> inputs;
+  for (const ParamInfo& p : M.params) inputs.push_back(p.name);
+  std::string why = check("the coordinate", M.coords);
+  if (why.empty()) why = check("the parameter", inputs);
+  if (why.empty()) why = check("the natural quantity", M.initial_names);
+  if (why.empty()) {
+    for (const std::string& q : M.initial_names)
+      if (why.empty() && std::find(inputs.begin(), inputs.end(), q) != inputs.end())
+        why = "'" + q + "' is both a parameter and a natural quantity (each becomes an input column of the results)";
+  }
+  return why.empty() ? why : why + " (names must be 1 to 64 ASCII letters, digits and '_', not starting with a digit, "
+                                   "and distinct)";
 }
 
 bool column_written(const ModelInfo& M, const RunOptions& r, ColumnWhen when) {

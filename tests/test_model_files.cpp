@@ -470,6 +470,21 @@ TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find(c.accel), std::string::npos) << r.err;
   }
+  // A name that would break the outputs (a comma in a coordinate): refused
+  // when the model is loaded, by run and accel alike, the others of the file
+  // still usable.
+  const std::string comma = file.string() + ":CommaSlider";
+  write(dir / "comma.toml", "model = \"" + comma + "\"\nsamples = 4\n[integrator]\ndt = 1e-3\nt_end = 0.01\n" +
+                                "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
+  for (const std::string& args : {"run " + sh(dir / "comma.toml") + " --out " + sh(dir / "comma") + " --quiet",
+                                   "accel --model " + sh(comma) + " --q 0,0 --qd 1,0"}) {
+    const CliRun r = ukb_with_cache(cache, args, env);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("model 'comma_slider': the coordinate 'y,1' has a character other than ASCII letters"),
+              std::string::npos)
+        << args << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "comma" / "results.npy"));
 }
 
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {

@@ -117,6 +117,47 @@ TEST(Registry, ParameterRangesFollowTheirDescriptionsAndAdmitTheDefaults) {
   EXPECT_GE(nonnegative, 6);
 }
 
+TEST(Registry, NamesThatWouldBreakTheOutputsAreFound) {
+  // Every built-in model passes.
+  for (const ModelInfo& M : all_models()) EXPECT_EQ(name_problems(M), "") << M.name;
+  // What a model file could declare, each refused with its name and rule.
+  const ModelInfo ring = *find_model("bead_on_ring");
+  struct Case {
+    std::vector<std::string> coords, params, initial;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {{"x", "y,z"}, {}, {}, "the coordinate 'y,z' has a character other than"},
+      {{"x", "x"}, {}, {}, "the coordinate 'x' is given twice"},
+      {{"x", "\"y\""}, {}, {}, "has a character other than"},
+      {{"x", "y\nz"}, {}, {}, "has a character other than"},
+      {{"x", "\xc3\xa9"}, {}, {}, "has a character other than"},
+      {{"x", "1y"}, {}, {}, "starts with a digit"},
+      {{"x", ""}, {}, {}, "is empty"},
+      {{"x", std::string(65, 'y')}, {}, {}, "longer than 64"},
+      {{"x", "y"}, {"m", "m"}, {}, "the parameter 'm' is given twice"},
+      {{"x", "y"}, {"m", "R"}, {"theta", "th eta"}, "the natural quantity 'th eta'"},
+      {{"x", "y"}, {"m", "theta"}, {"theta", "omega"}, "'theta' is both a parameter and a natural quantity"},
+  };
+  for (const Case& c : cases) {
+    ModelInfo M = ring;
+    M.coords = c.coords;
+    if (!c.params.empty()) {
+      M.params.clear();
+      for (const std::string& n : c.params) {
+        ParamInfo p = ring.params.front();
+        p.name = n;
+        M.params.push_back(p);
+      }
+    }
+    if (!c.initial.empty()) M.initial_names = c.initial;
+    const std::string why = name_problems(M);
+    EXPECT_NE(why.find(c.expect), std::string::npos) << why;
+    EXPECT_NE(why.find("names must be"), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << "escaped: " << why;
+  }
+}
+
 TEST(Registry, SuggestsCloseNames) {
   const std::vector<std::string> names = {"bead_on_ring", "incline_block", "two_link_arm"};
   EXPECT_EQ(closest_match("bead_on_rign", names), "bead_on_ring");

@@ -1316,6 +1316,24 @@ TEST(Outputs, FilesOfOutputNamesAreRemovedOnlyWhereAnEarlierRunWroteThem) {
   EXPECT_FALSE(fs::exists(taken / "results.csv"));
 }
 
+TEST(Outputs, ResultsWithTwoColumnsOfOneNameAreRefusedBeforeAnyWork) {
+  // Names that pass name_problems one by one but whose columns meet: a
+  // natural quantity 'q_x' (its column q_x_final) beside the coordinate x.
+  Config c = config(ring_toml(10));
+  ModelInfo M = *c.model;
+  M.initial_names = {"q_x", "omega"};
+  c.model = &M;
+  const fs::path dir = unique_path("two_columns");
+  fs::remove_all(dir);
+  try {
+    run::execute(c, {.out_dir = dir.string()});
+    ADD_FAILURE() << "no error";
+  } catch (const run::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("would have two columns named 'q_x_final'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir)) << "nothing left behind";
+}
+
 TEST(Outputs, TheTextTableIsWrittenByDefaultUpToItsSampleLimitAndWhenAsked) {
   // One step each (t_end = dt), so that 10^5 samples take a fraction of a second.
   const long at = run::csv_default_samples;

@@ -163,6 +163,16 @@ struct ModelInfo {
   std::vector<double> defaults() const;
 };
 
+/// What is wrong with the names of M's coordinates, parameters and natural
+/// quantities (empty where nothing is): each must be 1 to 64 ASCII letters,
+/// digits and underscores, not starting with a digit (they become config
+/// keys, CSV and NumPy column names and JSON keys, and name columns such as
+/// `q_<coord>_final`); coordinate names distinct, and parameter and natural
+/// quantity names distinct from each other (both become input columns).
+/// Model files are refused with this text when loaded; `ukb run` also
+/// refuses a results table two of whose columns would share a name.
+std::string name_problems(const ModelInfo& M);
+
 /// Whether the results columns of kind `when` (fields.hpp: a field's
 /// `when`) are written for a run of model M with options r: always;
 /// `monitored` where M has `residual` and r monitors; `projecting` with

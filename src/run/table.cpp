@@ -3,7 +3,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "ukb/registry.hpp"
+#include "ukb/run.hpp"
 
 namespace ukb::run {
 namespace {
@@ -57,6 +62,15 @@ Table make_table(const Config& c) {
     add(t, f.column, !f.real, S);
   }
   place_energies();
+  // Names the results would not tell apart (a CSV header, a NumPy
+  // structured array and summary.json need distinct columns): a coordinate
+  // `x_final`... of a model file that passed name_problems.
+  std::set<std::string> seen{"status"};
+  for (const Column& col : t.cols)
+    if (!seen.insert(col.name).second)
+      throw ConfigError(c.path + ": key 'model': the results of model '" + printable(M.name, 80) +
+                        "' would have two columns named '" + printable(col.name, 80) +
+                        "'; rename the model's coordinate, parameter or natural quantity that makes it");
   return t;
 }
 

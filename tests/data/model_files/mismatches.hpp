@@ -7,6 +7,8 @@
 //  - ColumnsSlider: A has a nonzero outside the columns its
 //    constraint_columns declare: row 0 is (x, 1) but declared [0, 1), so
 //    A[0][1] = 1 lies outside (the cpu and cuda backends would drop it).
+//  - CommaSlider: a coordinate named "y,1", which would shift results.csv's
+//    header against its rows: refused when the model is loaded.
 #pragma once
 #include <array>
 #include "ukb/model.hpp"
@@ -45,5 +47,11 @@ struct ColumnsSlider {
   UKB_HD static void constraints(const T* q, const T*, T, const Params&, T* A, T* b) { A[0] = q[0], A[1] = T(1), b[0] = T(0); }
   UKB_HD static void nonideal(const T*, const T*, T, const Params&, const T*, const T*, T* C) { C[0] = C[1] = T(0); }
 };
+template <class T>
+struct CommaSlider : ColumnsSlider<T> {
+  static constexpr const char* name = "comma_slider";
+  static constexpr std::array<const char*, 2> coords{"x", "y,1"};
+};
 UKB_MODEL(DiagonalSlider)
 UKB_MODEL(ColumnsSlider)
+UKB_MODEL(CommaSlider)
