@@ -86,7 +86,13 @@ int ModelInfo::param_index(std::string_view key) const {
 
 bool ParamInfo::admits(double v) const {
   if (!choices.empty()) return std::find(choices.begin(), choices.end(), v) != choices.end();
-  return std::isfinite(v) && (lower_inclusive ? v >= lower : v > lower);
+  return std::isfinite(v) && subnormal_note(v).empty() && (lower_inclusive ? v >= lower : v > lower);
+}
+
+std::string subnormal_note(double v) {
+  if (!(v != 0 && std::abs(v) < std::numeric_limits<double>::min())) return "";
+  return "; a subnormal number (0 < |x| < 2.2250738585072014e-308) is never admitted: the model's arithmetic "
+         "loses its digits there";
 }
 
 std::string ParamInfo::range() const {

@@ -549,6 +549,44 @@ TEST(Hostile, AUniformOverTheWholeRangeDrawsAcrossIt) {
 // force scales with it), so its resting angles are those of a bead of mass
 // 1; before, the squares of its forces underflowed and every bead stuck at
 // theta = 0.
+TEST(Hostile, SubnormalInputsAreRefusedWithTheirKey) {
+  // A subnormal mass gave wrong accelerations with status ok (the model's
+  // arithmetic had lost its digits): refused by accel, by a config (fixed
+  // value or a distribution's bound), and where a draw lands there (a
+  // lognormal that underflows), with the key and the sample.
+  CliRun r = run_cli("accel --model bead_on_ring --param m=5e-324 --q 1,0 --qd 0,0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.err, "--param m: expected a value > 0")) << r.err;
+  EXPECT_TRUE(contains(r.err, "subnormal")) << r.err;
+  auto cfg = [](const std::string& m) {
+    return "model = \"bead_on_ring\"\nsamples = 200\nseed = 3\n[integrator]\ndt = 0.01\nt_end = 0.1\n"
+           "[params]\nm = " + m + "\n[initial]\ntheta = 0.0\nomega = 0.0\n";
+  };
+  for (const std::string& m : {std::string("1e-310"), std::string("{ dist = \"uniform\", min = 1e-320, max = 1.0 }")}) {
+    try {
+      ukb::run::parse_config(cfg(m), "sub.toml");
+      ADD_FAILURE() << m << ": accepted";
+    } catch (const ukb::run::ConfigError& e) {
+      EXPECT_TRUE(contains(e.what(), "key 'params.m")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "subnormal")) << e.what();
+    }
+  }
+  // Draws of exp(N(-700, 10)): most below 1e-304, some subnormal or 0.
+  const ukb::run::Config c = ukb::run::parse_config(cfg("{ dist = \"lognormal\", mean_log = -700.0, sd_log = 10.0 }"), "ln.toml");
+  const fs::path dir = unique_path("lognormal_under");
+  fs::remove_all(dir);
+  try {
+    ukb::run::execute(c, {.out_dir = dir.string()});
+    ADD_FAILURE() << "an underflowing draw was accepted";
+  } catch (const ukb::run::ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "key 'params.m': sample ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "not admitted (m must be > 0)")) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir)) << "nothing left behind";
+  // The smallest normal mass is admitted.
+  EXPECT_NO_THROW(ukb::run::parse_config(cfg("2.2250738585072014e-308"), "min.toml"));
+}
+
 TEST(Hostile, ATinyMassMovesAsAnOrdinaryOne) {
   auto finals = [](const std::string& m) {
     const std::string text = "model = \"bead_on_ring\"\nsamples = 16\nseed = 3\n[integrator]\ndt = 0.01\nt_end = 20.0\n"

@@ -35,11 +35,18 @@ struct ParamInfo {
   /// these values are admissible (a sign, a branch). Empty: a range.
   std::vector<double> choices;
 
-  /// True where v is admissible (finite and within the range or a choice).
+  /// True where v is admissible: finite, not subnormal (0 < |v| below the
+  /// smallest normal double, 2.2e-308: a mass or length there gives wrong
+  /// accelerations with status ok, the model's arithmetic having lost its
+  /// digits), and within the range or a choice.
   bool admits(double v) const;
   /// The range as text: "> 0", ">= 0", "finite" or "one of -1, 1".
   std::string range() const;
 };
+
+/// "" for a value that is not subnormal; else the reason it is refused, to
+/// append to a message about v ("; ...").
+std::string subnormal_note(double v);
 
 /// One evaluation of one system: the outputs of `ukb accel`. On a failed
 /// status the vectors hold NaN.

@@ -129,9 +129,10 @@ def _float_array(name, value, ndim_ok, shape_text):
 
 def _admissible(p, v):
     """Which values of the array v a parameter (or initial quantity) p
-    admits (ParamInfo::admits): finite, and one of its choices or within its
-    range."""
-    ok = np.isfinite(v)
+    admits (ParamInfo::admits): finite, not subnormal, and one of its
+    choices or within its range."""
+    # Subnormal numbers are never admitted (ParamInfo::admits).
+    ok = np.isfinite(v) & ((v == 0) | (np.abs(v) >= np.finfo(np.float64).tiny))
     if p["choices"]:
         return ok & np.isin(v, p["choices"])
     return ok & ((v >= p["lower"]) if p["lower_inclusive"] else (v > p["lower"]))

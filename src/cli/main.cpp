@@ -148,7 +148,7 @@ std::vector<double> resolve_params(const ModelInfo& model, const std::vector<std
     const ukb::ParamInfo& p = model.params[static_cast<std::size_t>(i)];
     if (!p.admits(values[i]))
       throw UsageError("--param " + key + ": expected a value " + p.range() + " (" + p.description +
-                       "), got " + trim(kv.substr(eq + 1)));
+                       "), got " + trim(kv.substr(eq + 1)) + ukb::subnormal_note(values[i]));
   }
   return values;
 }

@@ -234,7 +234,8 @@ class Parser {
       fail(&n, key, "expected a fixed value or dist = \"values\": a continuous distribution draws values "
                     "other than " + p.range() + "; " + what);
     auto check = [&](double v, const std::string& k, const toml::node* at) {
-      if (!p.admits(v)) fail(at ? at : &n, k, "expected a value " + p.range() + ", got " + fmt(v) + "; " + what);
+      if (!p.admits(v))
+        fail(at ? at : &n, k, "expected a value " + p.range() + ", got " + fmt(v) + subnormal_note(v) + "; " + what);
     };
     const toml::table* t = n.as_table();
     auto at = [&](const char* f) { return t ? t->get(f) : nullptr; };

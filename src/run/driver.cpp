@@ -93,6 +93,15 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
       throw ConfigError(c.path + ": key '" + c.input_key(k) + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
                         "; expected finite values: narrow its distribution");
     }
+  // A draw outside what the parameter or quantity admits (a lognormal that
+  // underflows to 0 or to a subnormal for a mass): refused the same way.
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const ParamInfo* p = k < np ? &M.params[k] : !c.raw_initial && k - np < M.initial.size() ? &M.initial[k - np] : nullptr;
+    if (p && !p->admits(in[k]))
+      throw ConfigError(c.path + ": key '" + c.input_key(k) + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
+                        ", not admitted (" + p->name + " must be " + p->range() + ")" + subnormal_note(in[k]) +
+                        "; narrow its distribution");
+  }
   std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(np), params);
   const std::span<const double> pv(params, np);
   const double* ic = in.data() + np;

@@ -36,6 +36,8 @@ CASES = [
     ("an unknown backend", lambda: ukb.accel("bead_on_ring", [1, 0], [0, 0], backend="gpu"), ValueError, ["backend", "'gpu'", "cpu"]),
     ("a misspelt parameter", lambda: ukb.accel("bead_on_ring", [1, 0], [0, 0], muu=0.1), ValueError, ["muu", "did you mean 'mu'"]),
     ("a parameter out of range", lambda: ukb.accel("bead_on_ring", [1, 0], [0, 0], mu=-1), ValueError, ["mu", "-1", ">= 0"]),
+    ("a subnormal parameter", lambda: ukb.accel("bead_on_ring", [1, 0], [0, 0], m=5e-324), ValueError, ["'m'", "5e-324", "> 0"]),
+    ("a subnormal parameter in a config (the C++ check)", lambda: ukb.run(ring_dict(params={"m": 1e-310}), progress=False), ukb.ConfigError, ["params.m", "subnormal"]),
     ("a time that is not finite", lambda: ukb.accel("bead_on_ring", [1, 0], [0, 0], t=float("nan")), ValueError, ["t", "finite"]),
     ("q0 of the wrong width", lambda: sim(q0=np.zeros((4, 3))), ValueError, ["q0", "(N, 2)", "(4, 3)"]),
     ("qd0 of another shape than q0", lambda: sim(qd0=np.zeros((3, 2))), ValueError, ["qd0", "(4, 2)", "(3, 2)"]),
