@@ -1889,6 +1889,30 @@ std::string fnv_words_trailer(const std::string& bytes) {
   return t;
 }
 
+TEST(Resume, HangupAndCpuLimitSignalsStopWithACheckpointToo) {
+  // SIGHUP (a closed terminal) and SIGXCPU (a CPU-time limit) as SIGTERM:
+  // the chunk finishes, a checkpoint, exit 128 + the signal, the signal
+  // named; the resumed run completes. SIGXCPU is sent twice (the kernel
+  // repeats it): the second does not end the process.
+  const std::string cfg = unique_path("hup.toml");
+  std::ofstream(cfg) << ring_toml(40000, "chunk = 500\n") << "[output]\ncheckpoint_interval = 0.0\n";
+  for (const auto& [name, kill] : {std::pair<std::string, std::string>{"SIGHUP", "kill -HUP $p"},
+                                   {"SIGXCPU", "kill -XCPU $p; kill -XCPU $p"}}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = unique_path("hup_" + name);
+    fs::remove_all(dir);
+    const CliRun r = run_cli("--version >/dev/null; { " + std::string(UKB_CLI_PATH) + " run " + cfg + " --out " +
+                             dir.string() + " --quiet --threads 1 & p=$!; k=0; while [ ! -e " + dir.string() +
+                             "/checkpoint.ukb ] && [ $k -lt 2400 ]; do sleep 0.02; k=$((k+1)); done; " + kill +
+                             "; wait $p; }");
+    EXPECT_EQ(r.code, name == "SIGHUP" ? 128 + SIGHUP : 128 + SIGXCPU) << r.err;
+    EXPECT_NE(r.err.find("interrupted by " + name), std::string::npos) << r.err;
+    ASSERT_TRUE(fs::exists(dir / "checkpoint.ukb"));
+    EXPECT_EQ(run_cli("run --resume " + dir.string() + " --quiet").code, 0);
+    EXPECT_TRUE(fs::exists(dir / "results.npy"));
+  }
+}
+
 TEST(Resume, FnvWordsTellsTwoFlippedTopBitsApart) {
   // Words 0 and 5 of a buffer with their top bits flipped: FNV-1a's step on
   // whole words, (h ^ w) * P, carries a difference in bit 63 unchanged to

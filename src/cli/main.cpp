@@ -439,14 +439,31 @@ extern "C" void on_stop_signal(int sig) {
   const int saved = errno;
   if (!g_silent_rank) (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
   errno = saved;
-  std::signal(SIGINT, SIG_DFL);  // async-signal-safe
+  // async-signal-safe. SIGXCPU stays caught: the kernel repeats it every
+  // second past the soft CPU limit, until the hard one's SIGKILL.
+  std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGHUP, SIG_DFL);
+}
+
+// The signals that stop a run with a checkpoint: SIGINT (Ctrl-C), SIGTERM
+// (kill, schedulers), SIGHUP (the terminal or ssh session closed), SIGXCPU
+// (a CPU-time limit, as batch systems set one before their SIGKILL).
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGXCPU};
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGXCPU: return "SIGXCPU";
+    default: return "SIGTERM";
+  }
 }
 
 // A signal ignored on entry (e.g. SIGINT of a background job started by a
-// non-interactive shell) stays ignored, as the shell meant.
+// non-interactive shell, SIGHUP under nohup) stays ignored, as the shell meant.
 void catch_stop_signals() {
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : kStopSignals) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
@@ -516,7 +533,7 @@ int cmd_run(const RunArgs& a) {
     if (total > 1e11)
       std::cerr << "ukb run: up to " << ukb::run::g17(per_sample) << " steps per sample, " << ukb::run::g17(total)
                 << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
-                   "SIGINT or SIGTERM stops it with a checkpoint (ukb run --resume continues)\n";
+                   "SIGINT, SIGTERM, SIGHUP or SIGXCPU stops it with a checkpoint (ukb run --resume continues)\n";
   }
   std::optional<ukb::Backend> cross;
   long cross_samples = 256;
@@ -572,7 +589,7 @@ int cmd_run(const RunArgs& a) {
     // In an MPI job a stop on any rank stops every rank (SIGTERM where none came here).
     const int sig = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
     if (!g_silent_rank)
-      std::cerr << "ukb run: interrupted by " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << o.done
+      std::cerr << "ukb run: interrupted by " << stop_signal_name(sig) << " after " << o.done
                 << " of " << o.samples << " samples; checkpoint written to " << ukb::printable(o.checkpoint)
                 << "\n  continue with: ukb run --resume " << ukb::printable(o.out_dir) << "\n";
     return 128 + sig;
