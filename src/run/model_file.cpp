@@ -880,14 +880,15 @@ const ModelInfo& load_model_file(const std::string& spec, const ModelFileOptions
          "); name one: '" + printable(path, 300) + ":" + ids.front() + "'");
   const ModelFile& f = open_model_file(path, o);
   // Names that would break the outputs: refused before the model is used.
-  auto checked = [&](const ModelInfo& m) -> const ModelInfo& {
+  // (clang 14 cannot capture a structured binding: the path is passed in.)
+  auto checked = [](const ModelInfo& m, const std::string& file) -> const ModelInfo& {
     if (const std::string why = name_problems(m); !why.empty())
-      fail("model file " + named(path) + ": model '" + printable(m.name, 80) + "': " + why);
+      fail("model file " + named(file) + ": model '" + printable(m.name, 80) + "': " + why);
     return m;
   };
-  if (choice.empty()) return checked(*f.models.front());
+  if (choice.empty()) return checked(*f.models.front(), path);
   for (std::size_t i = 0; i < f.ids.size(); ++i)
-    if (f.ids[i] == choice || f.models[i]->name == choice) return checked(*f.models[i]);
+    if (f.ids[i] == choice || f.models[i]->name == choice) return checked(*f.models[i], path);
   std::vector<std::string> candidates = f.ids;
   for (const ModelInfo* m : f.models) candidates.push_back(m->name);
   const std::string near = closest_match(choice, candidates);
