@@ -506,6 +506,7 @@ PYBIND11_MODULE(_core, m) {
   static py::exception<ukb::ModelFileError> model_file_error(m, "ModelFileError", PyExc_ValueError);
   static py::exception<ukb::run::WriteError> write_error(m, "WriteError", PyExc_OSError);
   static py::exception<ukb::BackendUnavailable> backend_unavailable(m, "BackendUnavailable", PyExc_RuntimeError);
+  static py::exception<ukb::ModelError> model_error(m, "ModelError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -517,6 +518,8 @@ PYBIND11_MODULE(_core, m) {
       write_error(e.what());
     } catch (const ukb::BackendUnavailable& e) {
       backend_unavailable(e.what());
+    } catch (const ukb::ModelError& e) {
+      model_error(e.what());
     }
   });
 

@@ -292,6 +292,92 @@ TEST(Hostile, AFullDiskWhileWritingOutputsLosesNothing) {
   EXPECT_TRUE(temporaries(dir).empty());
 }
 
+// A message over 4 KiB (an output directory of 1.8 kB, named three times
+// in a write error) keeps what failed, the cause and what to do: its
+// beginning and its end, the middle left out.
+TEST(Hostile, AMessageOverFourKilobytesKeepsItsCauseAndWhatToDo) {
+  const std::string cfg = write_config("long.toml", ring_config(400));
+  const std::string whole = unique_path("long-whole");
+  fs::remove_all(whole);
+  ASSERT_EQ(run_cli("run " + cfg + " --out " + whole + " --quiet").code, 0);
+  const std::uintmax_t npy = fs::file_size(fs::path(whole) / "results.npy");
+  fs::path dir = unique_path("long");
+  fs::remove_all(dir);
+  for (int k = 0; k < 9; ++k) dir /= std::string(200, char('a' + k));
+  // The checkpoint fits, results.csv does not (as in the test above).
+  const CliRun r = run_child({"run", cfg, "--out", dir.string(), "--quiet"}, "/dev/null", RLIMIT_FSIZE,
+                             static_cast<rlim_t>(npy + npy / 3));
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_GT(r.err.size(), 4000u) << r.err;
+  EXPECT_TRUE(contains(r.err, "File too large")) << r.err;
+  EXPECT_TRUE(contains(r.err, "bytes left out")) << r.err;
+  EXPECT_TRUE(contains(r.err, "continue with `ukb run --resume " + dir.string() + "`")) << r.err;
+  fs::remove_all(unique_path("long"));
+}
+
+// A run of very many steps, or whose trajectories.csv takes gigabytes, says
+// so before it starts (here it then stops at once: --out names a file).
+TEST(Hostile, AHugeRunOrHugeTrajectoriesAreAnnouncedBeforeTheRun) {
+  const std::string file = unique_path("not_a_dir");
+  std::ofstream(file) << "x";
+  auto ring = [](const std::string& integrator, const std::string& output) {
+    return "model = \"bead_on_ring\"\nsamples = 1000\n[integrator]\n" + integrator +
+           "\n[initial]\ntheta = 0.0\nomega = 0.0\n[output]\n" + output + "\n";
+  };
+  struct Case {
+    std::string what, text;
+    std::vector<std::string> words;
+  };
+  const std::vector<Case> cases = {
+      // 1024 s in steps of 2^-20 s: 2^30 steps a sample, 1000 samples.
+      {"rk4", ring("dt = 9.5367431640625e-07\nt_end = 1024.0", ""),
+       {"up to 1073741824 steps per sample", "1073741824000 system-steps in all"}},
+      {"dopri5 with a tiny dt_max", ring("method = \"dopri5\"\ndt_max = 9.5367431640625e-07\nt_end = 1024.0", ""),
+       {"at least 1073741824 steps per sample"}},
+      // 100000 s every 2^-10 s: 102400000 rows and the first and last, of
+      // 10 columns (sample, t, status, x, y, x', y', theta, omega, energy),
+      // 24 bytes each, for 2 samples: 49.2 GB.
+      {"record_dt", ring("method = \"dopri5\"\nt_end = 100000.0", "record = [0, 1]\nrecord_dt = 0.0009765625"),
+       {"trajectories.csv will take about 49.2 GB", "102400002 rows for each of 2 recorded samples"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const CliRun r = run_cli("run " + write_config("huge.toml", c.text) + " --out " + file + " --quiet");
+    EXPECT_EQ(r.code, 2) << r.err;
+    for (const std::string& w : c.words) EXPECT_TRUE(contains(r.err, w)) << w << "\n" << r.err;
+  }
+  // An ordinary run says nothing of the kind.
+  const CliRun quiet = run_cli("run " + write_config("small.toml", ring("dt = 0.01\nt_end = 1.0", "record = [0]")) +
+                               " --out " + file + " --quiet");
+  EXPECT_FALSE(contains(quiet.err, "steps per sample")) << quiet.err;
+  EXPECT_FALSE(contains(quiet.err, "trajectories.csv will take")) << quiet.err;
+  fs::remove(file);
+}
+
+// A config (or model file) named like one of the run's outputs, in the
+// output directory: refused before any work, the file untouched, whether
+// named by its path or from within the directory (`--out .`).
+TEST(Hostile, AnInputNamedLikeAnOutputIsNeverOverwritten) {
+  const fs::path dir = unique_path("clash");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string text = ring_config(4);
+  for (const char* name : {"results.csv", "run.json", "summary.json", "checkpoint.ukb"}) {
+    SCOPED_TRACE(name);
+    std::ofstream(dir / name) << text;
+    for (const std::string& args : {"run " + (dir / name).string() + " --out " + dir.string() + " --quiet",
+                                    "--version >/dev/null; cd " + dir.string() + " && " + UKB_CLI_PATH + " run " +
+                                        name + " --out . --quiet"}) {
+      const CliRun r = run_cli(args);
+      EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+      EXPECT_TRUE(contains(r.err, std::string("which the run would overwrite with its ") + name)) << r.err;
+      EXPECT_EQ(slurp(dir / name), text) << args;
+    }
+    fs::remove(dir / name);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Hostile, TrajectoryOutputFailuresLeaveNothingBehind) {
   const std::vector<std::string> traj = {"trajectory", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,1",
                                          "--dt",       "0.01",    "--steps",      "5000"};

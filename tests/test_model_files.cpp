@@ -4,8 +4,11 @@
 // files, each with the user's file:line and the failed requirement.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -237,11 +240,33 @@ TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
     EXPECT_TRUE(compiled(run)) << run.err;
     EXPECT_NE(run.err.find(marker), std::string::npos) << run.err;
   };
+  // Build directories of compiles killed on the way (".build-HOST-PID-N",
+  // HOST's characters other than letters, digits and '.' as '_'): the one
+  // of a process that is gone is removed by the next compile, that of a
+  // live process (this one) stays.
+  std::string host(256, '\0');
+  ASSERT_EQ(::gethostname(host.data(), host.size() - 1), 0);
+  host.resize(std::strlen(host.c_str()));
+  for (char& ch : host)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.') ch = '_';
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  const fs::path dead = cache / (".build-" + host + "-" + std::to_string(gone) + "-1"),
+                 live = cache / (".build-" + host + "-" + std::to_string(::getpid()) + "-1");
+  for (const fs::path& d : {dead, live}) {
+    fs::create_directories(d);
+    write(d / "plugin.o", "half-built");
+  }
   // The header itself edited: a new entry ("first use"), not the old one.
   write(dir / "point.hpp", model + "// an edit\n");
   r = ukb_with_cache(cache, describe, env);
   started_and_failed(r);
   EXPECT_NE(r.err.find("first use"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dead)) << "the build directory of a process that is gone is removed";
+  EXPECT_TRUE(fs::exists(live)) << "that of a live process stays";
+  fs::remove_all(live);
   write(dir / "point.hpp", model);
   // A damaged plugin is not loaded: a rebuild is started.
   const std::string so = slurp(entry / "plugin.so");
@@ -485,6 +510,32 @@ TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
         << args << ": " << r.err;
   }
   EXPECT_FALSE(fs::exists(dir / "comma" / "results.npy"));
+  // A model whose force throws (beyond x = 0.25, reached at t = 0.25):
+  // the model's message, exit 2, on every backend of the CPU and with
+  // several threads, never std::terminate (abort, 134) or an "internal
+  // error" (3).
+  const std::string thrower = file.string() + ":ThrowingSlider";
+  write(dir / "throw.toml", "model = \"" + thrower + "\"\nsamples = 40\n[integrator]\ndt = 1e-3\nt_end = 0.5\n" +
+                                "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n");
+  for (const std::string be : {"cpu", "reference"}) {
+    const fs::path out = dir / ("throw-" + be);
+    const CliRun r = ukb_with_cache(
+        cache, "run " + sh(dir / "throw.toml") + " --backend " + be + " --threads 2 --out " + sh(out) + " --quiet", env);
+    EXPECT_EQ(r.code, 2) << be << ": " << r.err;
+    EXPECT_NE(r.err.find(thrower + ": model 'throwing_slider' threw an exception while integrating: x is beyond the "
+                                   "edge of the table (in one of the samples 0 to "),
+              std::string::npos)
+        << be << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out / "results.csv")) << be;
+    EXPECT_FALSE(fs::exists(out / ".ukb.lock")) << be << ": the lock is released";
+    const CliRun a = ukb_with_cache(cache, "accel --model " + sh(thrower) + " --q 0.5,0 --qd 1,0 --backend " + be, env);
+    EXPECT_EQ(a.code, 2) << be << ": " << a.err;
+    EXPECT_NE(a.err.find("model 'throwing_slider' threw an exception while evaluating: x is beyond the edge of the "
+                         "table"),
+              std::string::npos)
+        << be << ": " << a.err;
+    EXPECT_EQ(a.out, "") << be;
+  }
 }
 
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -1499,6 +1500,10 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"zero samples", with("samples = 10", "samples = 0"), {"'samples'", "expected an integer in [1,"}},
       {"dt = 0", with("dt = 0.01", "dt = 0.0"), {"integrator.dt", "expected a time step > 0"}},
       {"dt < 0", with("dt = 0.01", "dt = -0.01"), {"integrator.dt", "expected a time step > 0"}},
+      {"event_tol wider than dt", with("dt = 0.01", "dt = 0.01\nevent_tol = 1e300"),
+       {"integrator.event_tol", "expected a tolerance at most integrator.dt = 0.01", "got 1"}},
+      {"event_tol wider than dt_max", with("dt = 0.01", "method = \"dopri5\"\ndt_max = 0.5\nevent_tol = 0.75"),
+       {"integrator.event_tol", "expected a tolerance at most integrator.dt_max = 0.5"}},
       {"unknown distribution", with("\"uniform\"", "\"unifrom\""), {"params.mu.dist", "did you mean 'uniform'"}},
       {"inverted bounds", with("min = 0.05, max = 0.5", "min = 0.5, max = 0.05"), {"params.mu.max", "expected max > min"}},
       {"unknown model", with("bead_on_ring", "bead_on_rign"), {"'model'", "did you mean 'bead_on_ring'"}},
@@ -1913,6 +1918,43 @@ TEST(Resume, HangupAndCpuLimitSignalsStopWithACheckpointToo) {
   }
 }
 
+TEST(Resume, AnOutputDirectoryRemovedDuringTheRunIsAWriteError) {
+  // The directory removed after the first checkpoint: the next one cannot
+  // be written: exit 4 (a write error, not bad input), said so.
+  const std::string cfg = unique_path("gone.toml");
+  std::ofstream(cfg) << ring_toml(40000, "chunk = 500\n") << "[output]\ncheckpoint_interval = 0.0\n";
+  const fs::path dir = unique_path("gone");
+  fs::remove_all(dir);
+  const CliRun r = run_cli("--version >/dev/null; { " + std::string(UKB_CLI_PATH) + " run " + cfg + " --out " +
+                           dir.string() + " --quiet --threads 1 & p=$!; k=0; while [ ! -e " + dir.string() +
+                           "/checkpoint.ukb ] && [ $k -lt 2400 ]; do sleep 0.02; k=$((k+1)); done; rm -rf " +
+                           dir.string() + "; wait $p; }");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("the output directory '" + dir.string() + "' no longer exists"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was kept"), std::string::npos) << r.err;
+}
+
+TEST(Resume, ASignalBeforeTheRunStartsEndsItWithNothingWritten) {
+  // SIGTERM while the config is read (a FIFO no one writes: the read
+  // blocks): exit 143, said as a stop before the run started, not as
+  // "finishing the current chunk" or a config that cannot be read; no
+  // output directory made.
+  const fs::path fifo = unique_path("fifo.toml"), dir = unique_path("early");
+  fs::remove(fifo);
+  fs::remove_all(dir);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CliRun r = run_cli("--version >/dev/null; { " + std::string(UKB_CLI_PATH) + " run " + fifo.string() +
+                           " --out " + dir.string() + " --quiet & p=$!; sleep 1; kill -TERM $p; wait $p; }");
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("the run has not started"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("interrupted by SIGTERM before the run started; nothing was written"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("finishing the current chunk"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("cannot read"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir));
+  fs::remove(fifo);
+}
+
 TEST(Resume, FnvWordsTellsTwoFlippedTopBitsApart) {
   // Words 0 and 5 of a buffer with their top bits flipped: FNV-1a's step on
   // whole words, (h ^ w) * P, carries a difference in bit 63 unchanged to
@@ -2024,6 +2066,17 @@ TEST(Resume, DamagedForeignOrMismatchedCheckpointsAreRefused) {
       if (c.name == "steps") c.i[5] = -3;
     run::write_checkpoint(file, f.header, f.cols, f.status);
     refused("steps -3", slurp(file), resume, {"sample 5 has a negative count in column 'steps'"});
+    // A stored input that is not what the config draws (results of other
+    // inputs would be mixed in).
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+    f = run::read_checkpoint(file);
+    bool forged_mu = false;
+    for (run::Column& c : f.cols)
+      if (c.name == "mu") c.d[7] = 0.25, forged_mu = true;
+    ASSERT_TRUE(forged_mu);
+    run::write_checkpoint(file, f.header, f.cols, f.status);
+    refused("an altered input", slurp(file), resume,
+            {"sample 7's 'mu' is 0.25 in the checkpoint, but the config draws", "the checkpoint was altered"});
   }
   // Another config, another backend.
   const std::string other = unique_path("other.toml");

@@ -116,7 +116,8 @@ Evaluation evaluate_one(Backend be, std::span<const double> values, const double
   Evaluation e;
   auto to = [](std::vector<double>& dst, const Eigen::VectorXd& v) { dst.assign(v.data(), v.data() + v.size()); };
   if (be == Backend::reference) {  // the oracle itself, with its own residual and consistency rule
-    const reference::Result r = reference::evaluate<Mo>(p, qv, qdv, t, {rank_rtol});
+    const reference::Result r =
+        as_model_error(Mo::name, "evaluating", [&] { return reference::evaluate<Mo>(p, qv, qdv, t, {rank_rtol}); });
     to(e.qdd, r.qdd), to(e.Qc_ideal, r.Qc_ideal), to(e.Qc_nonideal, r.Qc_nonideal), to(e.lambda, r.lambda);
     e.rank = r.rank;
     e.status = r.status;
@@ -140,7 +141,8 @@ Evaluation evaluate_one(Backend be, std::span<const double> values, const double
   e.status = b.status(0);
   // The residual and the consistency rule of the reference, from this
   // backend's q''.
-  const reference::Terms k = reference::terms<Mo>(p, qv, qdv, t);
+  const reference::Terms k =
+      as_model_error(Mo::name, "evaluating", [&] { return reference::terms<Mo>(p, qv, qdv, t); });
   e.constraint_residual = (k.A * qdd - k.b).cwiseAbs().maxCoeff();
   e.inconsistent = e.status == Status::ok &&
                    reference::is_inconsistent(k.A, k.b, k.M.llt().solve(k.Q), e.constraint_residual);
@@ -154,8 +156,10 @@ std::string mass_diagonal_mismatch(std::span<const double> values, const double*
   constexpr int n = Mo::n;
   const typename Mo::Params p = params_from<Mo>(values);
   double M[n * n], d[n];
-  Mo::mass(q, t, p, M);
-  Mo::mass_diagonal(q, t, p, d);
+  as_model_error(Mo::name, "checking mass_diagonal", [&] {
+    Mo::mass(q, t, p, M);
+    Mo::mass_diagonal(q, t, p, d);
+  });
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const double want = i == j ? d[i] : 0.0;
@@ -181,7 +185,7 @@ std::string constraint_columns_mismatch(std::span<const double> values, const do
   constexpr int n = Mo::n;
   const typename Mo::Params p = params_from<Mo>(values);
   double A[Mo::m * n], b[Mo::m];
-  Mo::constraints(q, qd, t, p, A, b);
+  as_model_error(Mo::name, "checking constraint_columns", [&] { Mo::constraints(q, qd, t, p, A, b); });
   for (int i = 0; i < Mo::m; ++i) {
     const ColumnRange c = constraint_columns_of<Mo>(i);
     for (int j = 0; j < n; ++j) {
@@ -238,9 +242,11 @@ ModelInfo describe() {
     const typename Mo::Params p = params_from<Mo>(values);
     Terms k{std::vector<double>(std::size_t(Mo::n) * Mo::n), std::vector<double>(Mo::n),
             std::vector<double>(std::size_t(Mo::m) * Mo::n), std::vector<double>(Mo::m)};
-    Mo::mass(q, t, p, k.M.data());
-    Mo::force(q, qd, t, p, k.Q.data());
-    Mo::constraints(q, qd, t, p, k.A.data(), k.b.data());
+    detail::as_model_error(Mo::name, "computing its terms", [&] {
+      Mo::mass(q, t, p, k.M.data());
+      Mo::force(q, qd, t, p, k.Q.data());
+      Mo::constraints(q, qd, t, p, k.A.data(), k.b.data());
+    });
     return k;
   };
   if constexpr (HasInitialState<Mo>) {
@@ -256,16 +262,20 @@ ModelInfo describe() {
       info.initial.push_back(std::move(q));
     }
     info.initial_state = [](std::span<const double> values, const double* ic, double* q, double* qd) {
-      return static_cast<bool>(Mo::initial_state(ic, params_from<Mo>(values), q, qd));
+      return detail::as_model_error(Mo::name, "computing an initial state", [&] {
+        return static_cast<bool>(Mo::initial_state(ic, params_from<Mo>(values), q, qd));
+      });
     };
     info.natural_state = [](std::span<const double> values, const double* q, const double* qd, double* ic) {
-      Mo::natural_state(q, qd, params_from<Mo>(values), ic);
+      detail::as_model_error(Mo::name, "computing natural quantities",
+                             [&] { Mo::natural_state(q, qd, params_from<Mo>(values), ic); });
     };
   }
   info.residual = [](std::span<const double> values, const double* q, const double* qd, double t, double& pos,
                      double& vel) {
     if constexpr (HasResidual<Mo>) {
-      Mo::residual(q, qd, t, params_from<Mo>(values), pos, vel);
+      detail::as_model_error(Mo::name, "computing its residual",
+                             [&] { Mo::residual(q, qd, t, params_from<Mo>(values), pos, vel); });
     } else {
       (void)values, (void)q, (void)qd, (void)t;
       pos = vel = std::numeric_limits<double>::quiet_NaN();
@@ -274,9 +284,11 @@ ModelInfo describe() {
   info.energy = [](std::span<const double> values, const double* q, const double* qd, double t) {
     if constexpr (HasPotential<Mo>) {
       const typename Mo::Params p = params_from<Mo>(values);
-      double M[n * n];
-      Mo::mass(q, t, p, M);
-      return models::detail::kinetic_energy<n>(M, qd) + Mo::potential(q, t, p);
+      return detail::as_model_error(Mo::name, "computing its energy", [&] {
+        double M[n * n];
+        Mo::mass(q, t, p, M);
+        return models::detail::kinetic_energy<n>(M, qd) + Mo::potential(q, t, p);
+      });
     } else {
       (void)values, (void)q, (void)qd, (void)t;
       return std::numeric_limits<double>::quiet_NaN();

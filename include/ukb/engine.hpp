@@ -83,7 +83,8 @@ Tally tally(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s) {
 /// Evaluates every system at its current state: the outputs qdd, Qc_ideal,
 /// Qc_nonideal, lambda, rank and the status (fields.hpp). Of `r`, only the
 /// rank tolerance and Baumgarte stabilisation apply. Returns the number of
-/// systems whose status is not ok.
+/// systems whose status is not ok. A model function that throws (cpu and
+/// reference backends): ModelError, the batch's outputs undefined.
 template <Model Mo>
 long evaluate(Batch<Mo>& b, Backend be, const RunOptions& r = {}, const EngineOptions& o = {}) {
   check(o);
@@ -91,7 +92,12 @@ long evaluate(Batch<Mo>& b, Backend be, const RunOptions& r = {}, const EngineOp
       resolve_evaluation<typename Mo::Scalar>(r, HasConstraintRows<Mo>, Mo::name);
   b.allocate_outputs();
   const BatchView<Mo> v = b.view();
-  detail::on_backend<Mo>(be, [&]<class E>() { E::template evaluate<Mo>(v, s, o); });
+  detail::on_backend<Mo>(be, [&]<class E>() {
+    if constexpr (std::is_same_v<E, backends::cuda::Entry>)
+      E::template evaluate<Mo>(v, s, o);  // device code cannot throw; a CUDA error is not the model's
+    else
+      detail::as_model_error(Mo::name, "evaluating", [&] { E::template evaluate<Mo>(v, s, o); });
+  });
   long failed = 0;
   for (int i = 0; i < v.N; ++i) failed += v.status[i] != static_cast<std::int32_t>(Status::ok);
   return failed;
@@ -103,7 +109,10 @@ long evaluate(Batch<Mo>& b, Backend be, const RunOptions& r = {}, const EngineOp
 /// the model provides (kernels::SystemRun documents a call), until it is
 /// done or has taken `budget` more steps in this call. A system whose step
 /// fails keeps its last good state and gets the status. Splitting a run into
-/// calls does not change its outcome.
+/// calls does not change its outcome. A model function that throws (cpu and
+/// reference backends): ModelError, after every thread has stopped; the
+/// systems' states are then those of some step between the call's start and
+/// the throw.
 template <Model Mo>
 Tally integrate(Batch<Mo>& b, Backend be, const RunOptions& r,
                 long budget = std::numeric_limits<long>::max(), const EngineOptions& o = {}) {
@@ -112,7 +121,12 @@ Tally integrate(Batch<Mo>& b, Backend be, const RunOptions& r,
   const RunSettings<T> s = resolve_run<T>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
   if (r.method == Method::dopri5) b.allocate_adaptive();
   const BatchView<Mo> v = b.view();
-  detail::on_backend<Mo>(be, [&]<class E>() { E::template integrate<Mo>(v, s, o); });
+  detail::on_backend<Mo>(be, [&]<class E>() {
+    if constexpr (std::is_same_v<E, backends::cuda::Entry>)
+      E::template integrate<Mo>(v, s, o);  // device code cannot throw; a CUDA error is not the model's
+    else
+      detail::as_model_error(Mo::name, "integrating", [&] { E::template integrate<Mo>(v, s, o); });
+  });
   return detail::tally(v, s);
 }
 

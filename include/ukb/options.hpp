@@ -10,6 +10,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -79,6 +81,38 @@ struct BackendUnavailable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown when a model's own code throws (on the cpu and reference backends;
+/// device code cannot throw): what() names the model, what it was doing and
+/// the model's message. The model's exception is nested
+/// (std::rethrow_if_nested gives it back).
+struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// Calls f(); an exception that f lets out (model code that throws) becomes
+/// a ModelError naming `model` and `doing` ("integrating", ...) with the
+/// original nested; std::bad_alloc and a ModelError pass unchanged.
+template <class F>
+decltype(auto) as_model_error(const char* model, const char* doing, F&& f) {
+  try {
+    return f();
+  } catch (const ModelError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::throw_with_nested(ModelError(std::string("model '") + model + "' threw an exception while " + doing + ": " +
+                                      e.what()));
+  } catch (...) {
+    std::throw_with_nested(ModelError(std::string("model '") + model + "' threw an exception while " + doing +
+                                      " (not a std::exception, so without a message)"));
+  }
+}
+
+}  // namespace detail
+
 /// How a batch is executed. Nothing here changes a result, bit for bit.
 struct EngineOptions {
   int threads = 0;       ///< CPU threads; 0: OMP_NUM_THREADS or all cores
@@ -100,7 +134,7 @@ struct RunOptions {
   double dt = 1e-3;             ///< rk4: the step size (> 0); dopri5: the first trial step (0: automatic)
   double t_end = std::numeric_limits<double>::infinity();  ///< end time (+inf: none)
   long max_steps = std::numeric_limits<long>::max();  ///< accepted steps per system since set_state
-  double event_tol = policy::default_event_tol;  ///< events: bracket width of the located instant (> 0)
+  double event_tol = policy::default_event_tol;  ///< events: bracket width of the located instant (finite, > 0; wider than a step: located to the step)
   bool events = true;   ///< locate the model's events (stick-slip), if it has any
   bool monitor = true;  ///< track the model's constraint residuals, if it has any
   /// Keeping the state on the manifold; anything but none needs the model's
@@ -201,7 +235,8 @@ inline void check(const RunOptions& r) {
   if (std::isnan(r.t_pause)) throw std::invalid_argument("ukb: t_pause must not be NaN");
   if (std::isnan(r.t_end)) throw std::invalid_argument("ukb: the end time must not be NaN");
   if (r.max_steps < 0) throw std::invalid_argument("ukb: the step limit must be >= 0");
-  if (!(r.event_tol > 0)) throw std::invalid_argument("ukb: the event tolerance must be > 0");
+  if (!(r.event_tol > 0) || !std::isfinite(r.event_tol))
+    throw std::invalid_argument("ukb: the event tolerance must be finite and > 0");
   if (r.method == Method::rk4 && r.stabilization == Stabilization::baumgarte && fastest_rate(r.baumgarte()) * r.dt > 1)
     throw std::invalid_argument(
         "ukb: Baumgarte rates too fast for the time step: max(2 alpha, beta, gamma) * dt = " +

@@ -10,7 +10,8 @@ Functions: models, model, accel, initial_state, simulate, run. Every error
 of the C++ side arrives as a Python exception with its message: bad
 arguments as ValueError or TypeError (ConfigError and ModelFileError are
 ValueErrors), an output that cannot be written as WriteError (an OSError),
-a backend that cannot run here as BackendUnavailable (a RuntimeError).
+a backend that cannot run here as BackendUnavailable (a RuntimeError), an
+exception thrown by a model's own code as ModelError (a RuntimeError).
 README, section "Python", has the details and examples.
 """
 
@@ -47,11 +48,11 @@ def _find_toolchain():
 _find_toolchain()
 
 from . import _core  # noqa: E402
-from ._core import BackendUnavailable, ConfigError, Model, ModelFileError, WriteError  # noqa: E402,F401
+from ._core import BackendUnavailable, ConfigError, Model, ModelError, ModelFileError, WriteError  # noqa: E402,F401
 
 __version__ = _core.version
 __all__ = ["models", "model", "accel", "initial_state", "simulate", "run", "compare", "Result", "Table",
-           "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable"]
+           "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable", "ModelError"]
 
 _BACKENDS = ("reference", "cpu", "cuda")
 STATUSES = tuple(_core.status_names())  # status names by code
@@ -334,6 +335,12 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     for key, v in (("rtol", rtol), ("dt_min", dt_min), ("dt_max", dt_max), ("event_tol", event_tol)):
         if v is not None:
             o[key] = _real(key, v, lambda x: not math.isnan(x), "a number")
+    # As a config's integrator.event_tol: a bracket wider than the step would
+    # not locate an event within it.
+    widest = o.get("dt_max", math.inf) if method == "dopri5" else o["dt"]
+    if event_tol is not None and o["event_tol"] > widest:
+        raise ValueError(f"event_tol: expected at most {'dt_max' if method == 'dopri5' else 'dt'} = {widest!r} "
+                         f"(a wider bracket would not locate an event within its step), got {o['event_tol']!r}")
     if atol is not None:
         o["atol"] = [float(x) for x in np.atleast_1d(_float_array("atol", atol, (0, 1), "a number or a list"))]
     if stabilization is not None:

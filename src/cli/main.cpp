@@ -11,7 +11,7 @@
 //
 // Exit codes: 0 success; 1 the evaluation or integration failed (status in
 // the output; for `run`: some sample failed, the outputs are written);
-// 2 bad input (message on stderr); 3 internal error; 4 an output could not be
+// 2 bad input (message on stderr; also a model whose own code throws); 3 internal error; 4 an output could not be
 // written (a full disk, /dev/full, a quota: the message names the file and
 // the cause, and for `run` what was kept); 130 / 143 `run` interrupted by
 // SIGINT / SIGTERM (a checkpoint is written; --resume continues); 5 `run
@@ -423,6 +423,10 @@ struct RunArgs {
 // any thread, an OpenMP worker included.
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+// False while the config is read and its model compiled: a stop signal then
+// ends the run before any work (nothing to checkpoint).
+std::atomic<bool> g_run_started{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 // The ranks of an MPI job, or null; only rank 0 speaks for the job (the
 // others print errors of their own only, and the signal's note never).
@@ -436,8 +440,16 @@ extern "C" void on_stop_signal(int sig) {
       "\nukb run: stopping: finishing the current chunk, then writing a checkpoint (during the last "
       "chunk or the outputs the run completes instead; a second signal ends the process at once, the "
       "last checkpoint stays)\n";
+  static const char early[] =
+      "\nukb run: stopping: the run has not started (its config is read, its model file compiled); it "
+      "ends before any work, writing nothing (a compile under way still finishes into the cache)\n";
   const int saved = errno;
-  if (!g_silent_rank) (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  if (!g_silent_rank) {
+    if (g_run_started.load())
+      (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    else
+      (void)!::write(STDERR_FILENO, early, sizeof early - 1);
+  }
   errno = saved;
   // async-signal-safe. SIGXCPU stays caught: the kernel repeats it every
   // second past the soft CPU limit, until the hard one's SIGKILL.
@@ -509,6 +521,13 @@ int cmd_run(const RunArgs& a) {
     }
   };
   if (!g_silent_rank) load();
+  // A stop signal while the config was read or its model compiled (a
+  // compiler it killed is no error of the model): the run ends here.
+  if (!g_cluster && g_stop_signal.load() != 0) {
+    std::cerr << "ukb run: interrupted by " << stop_signal_name(g_stop_signal.load())
+              << " before the run started; nothing was written\n";
+    return 128 + g_stop_signal.load();
+  }
   if (g_cluster) {
     const std::string first = g_cluster->agree(load_error, false);  // rank 0's
     if (!first.empty()) throw UsageError(first);
@@ -524,16 +543,35 @@ int cmd_run(const RunArgs& a) {
   }
 
   // A run of very many steps says so before it starts (the progress line
-  // shows the rate on a terminal; SIGINT checkpoints it).
-  if (c.run.method == ukb::Method::rk4) {  // adaptive steps: not known in advance
-    const double per_sample = std::isfinite(c.run.t_end)
-                                  ? std::min(static_cast<double>(c.run.max_steps), std::ceil((c.run.t_end - c.t0) / c.run.dt))
-                                  : static_cast<double>(c.run.max_steps);
+  // shows the rate on a terminal; SIGINT checkpoints it). Adaptive steps:
+  // at least the span over dt_max.
+  const bool adaptive = c.run.method == ukb::Method::dopri5;
+  const double span = std::isfinite(c.run.t_end) ? c.run.t_end - c.t0 : HUGE_VAL;
+  const double per_sample = std::min(static_cast<double>(c.run.max_steps),
+                                     std::ceil(span / (adaptive ? c.run.dt_max : c.run.dt)));
+  if (std::isfinite(per_sample)) {
     const double total = per_sample * static_cast<double>(c.samples);
     if (total > 1e11)
-      std::cerr << "ukb run: up to " << ukb::run::g17(per_sample) << " steps per sample, " << ukb::run::g17(total)
+      std::cerr << "ukb run: " << (adaptive ? "at least " : "up to ") << ukb::run::g17(per_sample)
+                << " steps per sample, " << ukb::run::g17(total)
                 << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
                    "SIGINT, SIGTERM, SIGHUP or SIGXCPU stops it with a checkpoint (ukb run --resume continues)\n";
+  }
+  // So does a trajectories.csv of gigabytes: its rows (a row every
+  // record_every steps, or every record_dt) of about 24 bytes a column.
+  if (!c.record.empty()) {
+    const double rows = 2 + (c.record_dt > 0 ? std::floor(span / c.record_dt)
+                                             : std::isfinite(per_sample) ? std::floor(per_sample / double(c.record_every))
+                                                                         : 0.0);
+    const double cols = 4.0 + 2 * c.model->n + static_cast<double>(c.model->initial.size());
+    const double bytes = rows * cols * 24 * static_cast<double>(c.record.size());
+    if (bytes > 1e9 && std::isfinite(bytes)) {
+      char text[160];
+      std::snprintf(text, sizeof text, "%.1f GB (%.0f rows for each of %zu recorded samples)", bytes / 1e9, rows,
+                    c.record.size());
+      std::cerr << "ukb run: trajectories.csv will take " << (adaptive && c.record_dt <= 0 ? "at least " : "about ")
+                << text << "; a larger output.record_every or record_dt writes less\n";
+    }
   }
   std::optional<ukb::Backend> cross;
   long cross_samples = 256;
@@ -570,6 +608,7 @@ int cmd_run(const RunArgs& a) {
     };
   }
   ukb::run::Outcome o;
+  g_run_started.store(true);
   try {
     o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
                               .progress = !a.quiet && !g_silent_rank && isatty(STDERR_FILENO),
@@ -685,9 +724,20 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
                          : std::string("ukb: ");
   };
   // Every message is printed through this: names from the command line or
-  // a file cannot drive the terminal (escaped), and stay readable (long
-  // ones shortened).
-  auto printable = [](const std::string& m) { return ukb::printable(m, 4096, /*keep_newlines=*/true); };
+  // a file cannot drive the terminal (escaped), and stay readable. One over
+  // 4 KiB (long paths echoed several times) keeps its beginning, which says
+  // what failed, and its end, which says the cause and what to do.
+  auto printable = [](const std::string& m) {
+    constexpr std::size_t half = 2048;
+    if (m.size() <= 2 * half) return ukb::printable(m, 0, /*keep_newlines=*/true);
+    auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(m[i]) & 0xC0) == 0x80; };
+    std::size_t head = half, tail = m.size() - half;  // not within a UTF-8 character
+    while (head > 0 && continuation(head)) --head;
+    while (tail < m.size() && continuation(tail)) ++tail;
+    const std::string_view v(m);
+    return ukb::printable(v.substr(0, head), 0, true) + " [... " + std::to_string(tail - head) +
+           " bytes left out ...] " + ukb::printable(v.substr(tail), 0, true);
+  };
   CLI::App app{"ukb: batched Udwadia-Kalaba solver for constrained systems with non-ideal "
                "constraints"};
   app.set_version_flag("--version", std::string("ukb ") + ukb::version);
@@ -791,6 +841,9 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
     if (!g_silent_rank || g_cluster->engaged()) std::cerr << who() << printable(e.what()) << "\n";
     return 2;
   } catch (const ukb::run::ConfigError& e) {  // from a path that did not wrap it
+    if (!g_silent_rank || g_cluster->engaged()) std::cerr << who() << printable(e.what()) << "\n";
+    return 2;
+  } catch (const ukb::ModelError& e) {  // a model's own code threw: the model file's error
     if (!g_silent_rank || g_cluster->engaged()) std::cerr << who() << printable(e.what()) << "\n";
     return 2;
   } catch (const ukb::run::WriteError& e) {

@@ -475,6 +475,13 @@ void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
     c.run.event_tol = P.number(*e, "integrator.event_tol");
     if (!(c.run.event_tol > 0))
       P.fail(e, "integrator.event_tol", "expected a tolerance > 0, got " + Parser::fmt(c.run.event_tol));
+    // A bracket wider than the step would not locate an event within it.
+    const double widest = adaptive ? c.run.dt_max : c.run.dt;
+    if (!(c.run.event_tol <= widest))
+      P.fail(e, "integrator.event_tol",
+             "expected a tolerance at most " + std::string(adaptive ? "integrator.dt_max = " : "integrator.dt = ") +
+                 Parser::fmt(widest) + " (a wider bracket would not locate an event within its step), got " +
+                 Parser::fmt(c.run.event_tol));
   }
   if (const toml::node* e = I.get("events")) c.run.events = P.boolean(*e, "integrator.events");
   if (const toml::node* e = I.get("monitor")) c.run.monitor = P.boolean(*e, "integrator.monitor");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -168,8 +169,12 @@ std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, co
     }
     for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
     double* p = P.data() + k * np;
-    initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
-    E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
+    try {
+      initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
+      E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
+    } catch (const ModelError& thrown) {
+      throw ModelError(thrown.what() + std::string(" (sample ") + std::to_string(ids[k]) + ")");
+    }
   });
   for (std::size_t k = 0; k < N; ++k)
     e.set(static_cast<int>(k), std::span<const double>(P.data() + k * np, np), Q.data() + k * n, QD.data() + k * n,
@@ -323,11 +328,13 @@ namespace {
 
 // The run (execute, below, adds what to do after a failure to its message).
 // `planned` becomes true when the work starts.
-// Integrates e until none of its systems is active, in calls of about 4e6
-// system-steps (so that a progress line stays lively); after each call,
-// each(system-steps of the call, systems still active).
+// Integrates e, which holds samples ids, until none of its systems is
+// active, in calls of about 4e6 system-steps (so that a progress line stays
+// lively); after each call, each(system-steps of the call, systems still
+// active).
 template <class F>
-void integrate_until_done(Ensemble& e, const RunOptions& r, const EngineOptions& eo, F&& each) {
+void integrate_until_done(Ensemble& e, const std::vector<long>& ids, const RunOptions& r, const EngineOptions& eo,
+                          F&& each) {
   const int N = e.size();
   const long budget = std::max(16L, 4000000L / N);
   // The steps taken so far: summed here once (the ensemble is on the host
@@ -339,7 +346,14 @@ void integrate_until_done(Ensemble& e, const RunOptions& r, const EngineOptions&
     for (int k = 0; k < N; ++k) before += s[k];
   }
   for (;;) {
-    const Tally left = e.integrate(r, budget, eo);
+    Tally left;
+    try {
+      left = e.integrate(r, budget, eo);
+    } catch (const ModelError& x) {
+      const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+      throw ModelError(x.what() + std::string(" (in one of the samples ") + std::to_string(*lo) + " to " +
+                       std::to_string(*hi) + ")");
+    }
     each(left.steps - before, left.active);
     if (left.active == 0) return;
     if (left.steps == before)  // no system can move any more (config checks make this unreachable)
@@ -377,7 +391,7 @@ CrosscheckReport crosscheck_run(const Config& c, const ModelInfo& M2, const Tabl
   const int N = static_cast<int>(ids.size());
   std::unique_ptr<Ensemble> e = M2.ensemble(N, other);
   const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
-  integrate_until_done(*e, c.run, eo, [](std::int64_t, long) {});
+  integrate_until_done(*e, ids, c.run, eo, [](std::int64_t, long) {});
   Config sized = c;
   sized.samples = N;  // the table's columns reserve room for N rows
   Table sub = make_table(sized);
@@ -455,7 +469,7 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
     if (!e || e->size() != N) e = M.ensemble(N, c.backend);
     const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
     lap(times.states);
-    integrate_until_done(*e, c.run, eo, [&](std::int64_t s, long active) {
+    integrate_until_done(*e, ids, c.run, eo, [&](std::int64_t s, long active) {
       steps += static_cast<double>(s);
       if (each) each(s, active);
     });
@@ -679,7 +693,15 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   // A checkpoint: continue from it (--resume), or refuse to overwrite it.
   const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
   if (o.resume) require_checkpoint(dir);  // before any work
-  Output out(dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'");
+  // The files the run must not overwrite (a resumed run's config is the
+  // checkpoint's text, its path as given then).
+  std::vector<fs::path> inputs;
+  if (!o.resume) inputs.push_back(c.path);
+  if (!c.model_file.empty()) {
+    const fs::path model = split_model_spec(c.model_file).first;
+    inputs.push_back(model.is_absolute() || c.source_dir.empty() ? model : fs::path(c.source_dir) / model);
+  }
+  Output out(dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'", inputs);
   check_memory(c);
   check_threads(c, threads_of(c, o));
   Table table = make_table(c);
@@ -701,6 +723,25 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     for (std::size_t j = 0; same_cols && j < table.cols.size(); ++j)
       same_cols = k.cols[j].name == table.cols[j].name && k.cols[j].integer == table.cols[j].integer;
     if (!same_cols) throw ConfigError(ckpt_file.string() + ": the checkpoint's columns do not match this run's");
+    // Its inputs are those the config draws, bit for bit: a checkpoint
+    // altered (its checksum recomputed) would otherwise mix in results of
+    // other inputs.
+    for (std::size_t j = 0; j < table.cols.size(); ++j) {
+      const Column &mine = table.cols[j], &stored = k.cols[j];
+      if (!mine.input) continue;
+      const std::size_t n = mine.integer ? std::min(mine.i.size(), stored.i.size())
+                                         : std::min(mine.d.size(), stored.d.size());
+      for (std::size_t r = 0; r < n; ++r) {
+        const bool same = mine.integer ? mine.i[r] == stored.i[r]
+                                       : std::bit_cast<std::uint64_t>(mine.d[r]) == std::bit_cast<std::uint64_t>(stored.d[r]);
+        if (!same)
+          throw ConfigError(ckpt_file.string() + ": sample " + std::to_string(r) + "'s '" + mine.name + "' is " +
+                            (mine.integer ? std::to_string(stored.i[r]) : g17(stored.d[r])) +
+                            " in the checkpoint, but the config draws " +
+                            (mine.integer ? std::to_string(mine.i[r]) : g17(mine.d[r])) +
+                            ": the checkpoint was altered; delete it and start the run again");
+      }
+    }
     // The checkpoint's columns become the table's (one copy in memory); the
     // input columns hold every sample's draws already.
     const std::size_t S = static_cast<std::size_t>(c.samples);
@@ -730,7 +771,7 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
     h.samples = c.samples;
     h.done = done;
     h.system_steps = system_steps;
-    write_checkpoint(ckpt_file, h, table.cols, table.status);
+    as_write_error([&] { write_checkpoint(ckpt_file, h, table.cols, table.status); });
     out.keep();
     out.remove_stale();
   };
@@ -988,7 +1029,13 @@ Outcome execute_one(const Config& c, const ExecuteOptions& o, bool& agreed) {
   } catch (const CompleteRunError& e) {
     throw WriteError(e.what());
   } catch (const WriteError& e) {
-    throw WriteError(e.what() + kept());
+    std::error_code ec;
+    const std::string gone = planned && !fs::is_directory(dir, ec)
+                                 ? " (the output directory '" + dir + "' no longer exists: removed during the run?)"
+                                 : "";
+    throw WriteError(e.what() + gone + kept());
+  } catch (const ModelError& e) {
+    throw ModelError((c.model_file.empty() ? c.path : printable(c.model_file)) + ": " + e.what() + kept());
   } catch (const std::bad_alloc&) {
     const MemoryLimit have = available_memory();
     const std::string limit = have.bytes > 0 ? " (" + have.what + ": " + bytes_text(have.bytes) + " available)" : "";

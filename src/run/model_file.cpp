@@ -307,14 +307,50 @@ fs::path cache_root() {
   return root;
 }
 
+// ".build-HOST-": the start of the names of this host's build directories
+// (HOST with characters other than letters, digits and '.' as '_').
+std::string build_prefix() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string h = host;
+  for (char& ch : h)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.') ch = '_';
+  return ".build-" + h + "-";
+}
+
+// The build directories in `parent` of compiles on this host whose process
+// is gone (killed during a compile: a second signal, SIGKILL, a crash),
+// this user's own: removed. Others' and live ones stay.
+void remove_dead_builds(const fs::path& parent) {
+  const std::string prefix = build_prefix();
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::size_t dash = name.find('-', prefix.size());
+    const std::string pid_text = name.substr(prefix.size(), dash == std::string::npos ? 0 : dash - prefix.size());
+    if (pid_text.empty() || pid_text.size() > 9 ||
+        !std::all_of(pid_text.begin(), pid_text.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+  }
+}
+
 // A directory removed with everything in it when the scope ends (if it is
 // still there: a published build has been renamed).
 struct TempDir {
   fs::path path;
   explicit TempDir(const fs::path& parent) {
+    remove_dead_builds(parent);
     std::random_device rd;
+    const std::string prefix = build_prefix() + std::to_string(::getpid()) + "-";
     for (int k = 0; k < 100; ++k) {
-      const fs::path p = parent / (".build-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 1000000));
+      const fs::path p = parent / (prefix + std::to_string(rd() % 1000000));
       if (::mkdir(p.c_str(), 0700) == 0) {
         path = p;
         return;

@@ -39,6 +39,19 @@ struct CompleteRunError : WriteError {
   using WriteError::WriteError;
 };
 
+/// A file of the output directory that cannot be created although the
+/// directory passed Output's checks when the run started (it was removed,
+/// or a directory put under an output's name, during the run): a write
+/// error (exit code 4), not bad input.
+template <class F>
+decltype(auto) as_write_error(F&& f) {
+  try {
+    return f();
+  } catch (const ConfigError& e) {
+    throw WriteError(e.what());
+  }
+}
+
 /// The output directory of one run: locked for the run's life (DirLock:
 /// a second run, or a --resume of a live run, is refused naming the
 /// holder's pid), its files written under unique temporary names
@@ -47,9 +60,24 @@ struct CompleteRunError : WriteError {
 /// holds a checkpoint) are removed.
 class Output {
  public:
-  Output(fs::path dir, const std::string& origin) : dir_(std::move(dir)), origin_(origin) {
+  /// `inputs`: the run's own files (its config, its model file), which
+  /// must not be among the files it writes.
+  Output(fs::path dir, const std::string& origin, const std::vector<fs::path>& inputs = {})
+      : dir_(std::move(dir)), origin_(origin) {
     std::error_code ec;
     fs::path created;
+    // An input under an output's name would be overwritten by the run.
+    if (fs::is_directory(dir_, ec))
+      for (const fs::path& in : inputs) {
+        auto clash = [&](const char* n) { return fs::equivalent(in, dir_ / n, ec) && !ec; };
+        const char* hit = clash(checkpoint_name) ? checkpoint_name : nullptr;
+        for (const char* n : output_files)
+          if (!hit && clash(n)) hit = n;
+        if (hit)
+          throw ConfigError(origin + ": '" + printable(in.string(), 300) + "' is '" + (dir_ / hit).string() +
+                            "', which the run would overwrite with its " + hit +
+                            ": rename the file, or choose another directory");
+      }
     if (!fs::exists(fs::symlink_status(dir_, ec))) {
       fs::path top = dir_;
       while (top.has_parent_path() && !top.parent_path().empty() && !fs::exists(top.parent_path(), ec))
@@ -98,7 +126,7 @@ class Output {
 
   /// A new output file NAME (written to a temporary until commit()).
   AtomicFile& open(const std::string& name) {
-    files_.push_back(std::make_unique<AtomicFile>(dir_ / name, name));
+    files_.push_back(as_write_error([&] { return std::make_unique<AtomicFile>(dir_ / name, name); }));
     return *files_.back();
   }
 

@@ -47,6 +47,8 @@ CASES = [
     ("a parameter out of range in one system", lambda: sim(params={"R": np.array([1, 1, 0, 1.0])}), ValueError, ["'R'", "system 2", "> 0"]),
     ("neither t_end nor steps", lambda: sim(t_end=None), ValueError, ["t_end", "steps"]),
     ("a negative step", lambda: sim(dt=-0.01), ValueError, ["dt", "-0.01"]),
+    ("an event tolerance wider than the step", lambda: sim(event_tol=1e300), ValueError, ["event_tol", "at most dt", "1e+300"]),
+    ("an event tolerance wider than dt_max", lambda: sim(method="dopri5", dt_max=0.5, event_tol=0.75), ValueError, ["event_tol", "at most dt_max = 0.5"]),
     ("an inconsistent initial state", lambda: sim(q0=RING_Q * np.array([[1], [1], [1.5], [1]])), ValueError, ["system 2", "violates the constraints", "initial_tol"]),
     ("an unknown method", lambda: sim(method="euler"), ValueError, ["method", "'euler'"]),
     ("an unknown stabilisation", lambda: sim(stabilization="magic"), ValueError, ["stabilization", "'magic'"]),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -27,14 +28,32 @@ inline int thread_count(int threads) {
 /// Calls body(i) for i in [0, N) on `threads` OpenMP threads (0: the OpenMP
 /// default, i.e. OMP_NUM_THREADS or the number of cores), handing out
 /// chunks of `chunk` consecutive systems. Systems are independent, so the
-/// result does not depend on threads or chunk.
+/// result does not depend on threads or chunk. An exception from body (a
+/// model function that throws) never leaves the OpenMP region: the systems
+/// after the first failing one are skipped, and the exception of the
+/// smallest failing i is rethrown once every thread is done, as a single
+/// thread going in order would have thrown it.
 template <class Body>
 void parallel_for(int N, int threads, int chunk, const Body& body) {
   if (chunk < 1) chunk = 1;
 #ifdef _OPENMP
   const int nt = thread_count(threads);
+  std::atomic<int> first_bad{N};
+  std::exception_ptr why;
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(nt) if (nt > 1)
-  for (int i = 0; i < N; ++i) body(i);
+  for (int i = 0; i < N; ++i) {
+    if (i > first_bad.load(std::memory_order_relaxed)) continue;
+    try {
+      body(i);
+    } catch (...) {
+#pragma omp critical(ukb_cpu_parallel_for)
+      if (i < first_bad.load(std::memory_order_relaxed)) {
+        first_bad.store(i, std::memory_order_relaxed);
+        why = std::current_exception();
+      }
+    }
+  }
+  if (why) std::rethrow_exception(why);
 #else
   (void)threads;
   for (int i = 0; i < N; ++i) body(i);
@@ -42,13 +61,23 @@ void parallel_for(int N, int threads, int chunk, const Body& body) {
 }
 
 /// Calls body() once on each of `threads` OpenMP threads (0: the OpenMP
-/// default), at once.
+/// default), at once. An exception from body is rethrown once every thread
+/// is done (one of them, where several threw).
 template <class Body>
 void parallel_workers(int threads, const Body& body) {
 #ifdef _OPENMP
   const int nt = thread_count(threads);
+  std::exception_ptr why;
 #pragma omp parallel num_threads(nt) if (nt > 1)
-  body();
+  {
+    try {
+      body();
+    } catch (...) {
+#pragma omp critical(ukb_cpu_parallel_workers)
+      if (!why) why = std::current_exception();
+    }
+  }
+  if (why) std::rethrow_exception(why);
 #else
   (void)threads;
   body();
