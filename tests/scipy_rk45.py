@@ -11,8 +11,8 @@ here as an ODE in its three link angles (Lagrange's equations, derived
 independently below). `ukb run` records the angles every 0.1 s from its
 dense output (output.record_dt); they must agree with SciPy's to well
 within the tolerances, and the work (evaluations of the right-hand side)
-must be alike: a wrong coefficient in the tableau or the error estimate
-shows in one or the other.
+must be alike, within 3 % of the measured ratio: a wrong coefficient in the
+tableau or the error estimate shows in one or the other.
 
 Exit codes: 0 passed, 1 failed, 77 skipped (no SciPy; ctest reports it).
 """
@@ -98,12 +98,17 @@ record_dt = {RECORD_DT}
         ratio = float(results[s]["rhs_evals"]) / sol.nfev
         print(f"sample {s}: max |angle difference| {diff:.3g} rad over {len(times)} rows; "
               f"rhs evaluations ukb {results[s]['rhs_evals']}, scipy {sol.nfev} (ratio {ratio:.2f})")
-        if diff > 1e-7:
+        # Measured 2026-11-28 (Debian 12's SciPy 1.10): differences 5e-11 to
+        # 4.2e-10 rad, work ratios 1.11 to 1.14 (ukb's norm runs over the 12
+        # Cartesian components, SciPy's over 6 angles). The bounds are 10x
+        # and about 3 % from those: an error norm over n instead of 2n
+        # (1.20) or a weaker estimate shows.
+        if diff > 4e-9:
             failed = True
-        if not 0.5 < ratio < 2.0:
-            print(f"sample {s}: the work differs by more than 2x")
+        if not 1.0 < ratio < 1.17:
+            print(f"sample {s}: the work ratio {ratio:.3f} is outside (1.0, 1.17)")
             failed = True
-    print(f"worst angle difference {worst:.3g} rad (tolerance 1e-7)")
+    print(f"worst angle difference {worst:.3g} rad (tolerance 4e-9)")
     sys.exit(1 if failed else 0)
 
 

@@ -100,6 +100,25 @@ double max_state_diff(const Batch<Mo>& a, const Batch<Mo>& b) {
   return d;
 }
 
+TEST(Dopri5, TheErrorNormIsTheRootMeanSquareOverAllTwoNComponents) {
+  // README ("Adaptive steps") and dopri5.hpp: sqrt(1/(2n) sum_y (err_y /
+  // (atol_y + rtol max(|y0|, |y1|)))^2) over q and q'. n = 2, one error
+  // of 1e-6 in q_0 where |y| = 1 and 2e-6 in q'_1 where |y| = 3: the sum
+  // is (1e-6 / 1.001e-3)^2 + (2e-6 / 3.001e-3)^2, divided by 4.
+  ErrorControl<double> c;
+  c.rtol = 1e-3;
+  c.atol[0] = 1e-6;
+  const double q0[2] = {1.0, -0.5}, qd0[2] = {0.0, -3.0}, q1[2] = {0.9, -0.5}, qd1[2] = {0.0, 2.0};
+  const double eq[2] = {1e-6, 0.0}, ev[2] = {0.0, 2e-6};
+  const double a = 1e-6 / 1.001e-3, b = 2e-6 / 3.001e-3;
+  EXPECT_NEAR(kernels::dopri5_error<2>(q0, qd0, q1, qd1, eq, ev, c), std::sqrt((a * a + b * b) / 4), 1e-15);
+  // Per-component tolerances (2n of them): q'_1's atol alone changes.
+  c.atol_count = 4;
+  c.atol[1] = c.atol[2] = 1e-6, c.atol[3] = 1e-3;
+  const double b2 = 2e-6 / (1e-3 + 3e-3);
+  EXPECT_NEAR(kernels::dopri5_error<2>(q0, qd0, q1, qd1, eq, ev, c), std::sqrt((a * a + b2 * b2) / 4), 1e-15);
+}
+
 TEST(Dopri5, GlobalErrorFallsWithTheToleranceAsAFifthOrderMethod) {
   // Against RK4 with dt = 1e-4 (the fixed-step kernels, error ~1e-13
   // here): the error falls with rtol, stays within a

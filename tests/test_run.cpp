@@ -617,7 +617,10 @@ TEST(Crosscheck, TwoResultsFilesCompareInCxxUnderTheSameRules) {
       std::find(moved.names.begin(), moved.names.end(), "theta_final") - moved.names.begin())];
   double largest = 0;
   for (double x : th) largest = std::max(largest, std::abs(x));
-  const double tol = run::crosscheck_tau(c) * (1 + largest);
+  // The README's rule ("The tolerances"): tau (1 + max |value| of the
+  // column), tau = 1e-9 for RK4; written here as documented, not taken
+  // from the code under test.
+  const double tol = 1e-9 * (1 + largest);
   th[9] += 0.5 * tol;
   EXPECT_TRUE(run::compare_results(c, cpu, moved).pass) << "within the tolerance";
   th[9] += 2 * tol;
@@ -636,6 +639,49 @@ TEST(Crosscheck, TwoResultsFilesCompareInCxxUnderTheSameRules) {
   const run::CrosscheckReport s = run::compare_results(c, cpu, moved);
   EXPECT_FALSE(s.pass);
   EXPECT_NE(s.verdict.find("status (1 sample, worst sample 4"), std::string::npos) << s.verdict;
+}
+
+TEST(Docs, EveryDocumentedDefaultAndRuleIsTheCodes) {
+  // What the README states, as written there, against the constants the
+  // backends share (policy.hpp): the number in the text and the number in
+  // the code, each a literal here, not one derived from the other.
+  const std::string readme = slurp(std::filesystem::path(UKB_SOURCE_DIR) / "README.md");
+  const std::vector<std::pair<std::string, bool>> said = {
+      {"| `rtol` | number in (0, 1) | `1e-6` |", policy::default_rtol == 1e-6},
+      {"| `atol` | number > 0, or an array of n or 2n | `1e-9` |", policy::default_atol == 1e-9},
+      {"| `event_tol` | number > 0, at most `dt` (dopri5: `dt_max`) | `1e-10` |", policy::default_event_tol == 1e-10},
+      {"| `rank_rtol` | number in [0, 1) | 1e-10 |", policy::default_rank_rtol<double>() == 1e-10},
+      {"| `alpha`, `beta`, `gamma` | numbers >= 0 | `alpha`: 10;", policy::default_baumgarte_rate == 10.0},
+      {"| `tol` | number in [1e-15, 1) | `1e-10` |", policy::default_projection_tol<double>() == 1e-10},
+      {"| `max_iter` | integer in [1, 100] | 4 |", policy::default_projection_iters == 4},
+      {"within `1e-9 dt` of `t_end` has reached it", policy::end_slack == 1e-9},
+      {"a singular value of `B` within a factor 100, `policy::rank_margin`", policy::rank_margin == 100.0},
+      {"above `sqrt(eps)` (1.5e-8)",
+       policy::consistency_rtol<double>() == std::sqrt(std::numeric_limits<double>::epsilon())},
+      // Hairer's PI controller: err^(0.2 - 0.75 beta) = err^0.17 with beta
+      // 0.04, safety 0.9, steps between h / 5 and 10 h.
+      {"h_new = h / clamp(err^0.17 / err_prev^0.04 / 0.9, 1/10,",
+       policy::pi_beta == 0.04 && policy::step_safety == 0.9 && policy::step_grow_max == 10.0 &&
+           policy::step_shrink_min == 0.2},
+  };
+  for (const auto& [text, code] : said) {
+    EXPECT_NE(readme.find(text), std::string::npos) << "the README no longer says: " << text;
+    EXPECT_TRUE(code) << "the code no longer does what the README says: " << text;
+  }
+}
+
+TEST(Crosscheck, TauIsTheDocumentedValue) {
+  // README, "The tolerances": tau = 1e-9 for RK4 and max(1e-9, 100 rtol,
+  // 100 atol) for dopri5, as numbers.
+  Config c = config(ring_toml(5));
+  EXPECT_EQ(run::crosscheck_tau(c), 1e-9);
+  c.run.method = Method::dopri5;
+  c.run.rtol = 1e-8, c.run.atol = {1e-12};
+  EXPECT_DOUBLE_EQ(run::crosscheck_tau(c), 1e-6);
+  c.run.rtol = 1e-13, c.run.atol = {1e-10, 1e-12};
+  EXPECT_DOUBLE_EQ(run::crosscheck_tau(c), 1e-8);
+  c.run.rtol = 1e-13, c.run.atol = {1e-14};
+  EXPECT_EQ(run::crosscheck_tau(c), 1e-9);
 }
 
 TEST(Crosscheck, TheSubsetIsReproducibleAndCoversTheSweepAndTheStatuses) {
