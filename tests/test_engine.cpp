@@ -428,6 +428,28 @@ TEST(Engine, AModelThatThrowsGivesAModelErrorWithItsMessage) {
   EXPECT_NEAR(good.q(123, 0), 1.0, 1e-12);
 }
 
+TEST(Engine, AnEndWithinTheDocumentedSlackIsReachedAndOneBeyondItIsStepped) {
+  // README ([integrator] dt, policy::end_slack = 1e-9): the last step is
+  // shortened (or lengthened) to land on t_end where the remaining time is
+  // below dt (1 + 1e-9), and a time within 1e-9 dt of t_end has reached
+  // it. dt = 0.01: t_end = 1 + 5e-10 (5e-8 dt beyond 100 steps) takes 100
+  // whole steps and a 101st of 5e-10; t_end = 1 + 5e-13 has its 100th step
+  // lengthened by 5e-11 dt. Either lands on t_end exactly.
+  using Mo = models::BeadOnRing<double>;
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    SCOPED_TRACE(std::string(to_string(be)));
+    for (const auto& [t_end, steps] : {std::pair{1.0 + 5e-10, 101L}, std::pair{1.0 + 5e-13, 100L}}) {
+      Batch<Mo> b(1);
+      const double q[2] = {1, 0}, qd[2] = {0, 0};
+      b.set_params(0, Mo::Params{.mu = 0.0});
+      b.set_state(0, q, qd);
+      integrate(b, be, RunOptions{.dt = 0.01, .t_end = t_end, .events = false});
+      EXPECT_EQ(b.steps(0), steps) << "t_end - 1 = " << t_end - 1;
+      EXPECT_EQ(b.t(0), t_end);
+    }
+  }
+}
+
 TEST(Engine, BadArgumentsAreRefused) {
   Batch<models::BeadOnRing<double>> b(3);
   EXPECT_THROW(step(b, Backend::cpu, 0.0, 10), std::invalid_argument);

@@ -1981,8 +1981,9 @@ TEST(Resume, AnOutputDirectoryRemovedDuringTheRunIsAWriteError) {
 }
 
 TEST(Resume, ASignalBeforeTheRunStartsEndsItWithNothingWritten) {
-  // SIGTERM while the config is read (a FIFO no one writes: the read
-  // blocks): exit 143, said as a stop before the run started, not as
+  // SIGTERM while the config is read (a FIFO no one writes: its open
+  // blocks, the kernel's wait_for_partner, after the handlers are set):
+  // exit 143, said as a stop before the run started, not as
   // "finishing the current chunk" or a config that cannot be read; no
   // output directory made.
   const fs::path fifo = unique_path("fifo.toml"), dir = unique_path("early");
@@ -1990,7 +1991,9 @@ TEST(Resume, ASignalBeforeTheRunStartsEndsItWithNothingWritten) {
   fs::remove_all(dir);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const CliRun r = run_cli("--version >/dev/null; { " + std::string(UKB_CLI_PATH) + " run " + fifo.string() +
-                           " --out " + dir.string() + " --quiet & p=$!; sleep 1; kill -TERM $p; wait $p; }");
+                           " --out " + dir.string() + " --quiet & p=$!; k=0; while [ \"$(cat /proc/$p/wchan 2>/dev/null)\" "
+                           "!= wait_for_partner ] && [ $k -lt 1000 ]; do sleep 0.01; k=$((k+1)); done; kill -TERM $p; "
+                           "wait $p; }");
   EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
   EXPECT_NE(r.err.find("the run has not started"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("interrupted by SIGTERM before the run started; nothing was written"), std::string::npos)
