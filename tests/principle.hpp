@@ -1,5 +1,5 @@
 // The properties every solution of the Udwadia–Kalaba equation must have
-// (DESIGN.md section 1), measured as relative violations so that a test can
+// (docs/design.md section 1), measured as relative violations so that a test can
 // assert them small and a negative control can assert them large.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The batched engine (tier 5 of DESIGN.md section 4): the CPU backend against
+// The batched engine (tier 5 of docs/design.md section 4): the CPU backend against
 // the reference backend for every built-in model, at batch sizes that are
 // not multiples of any block size, in double and float; trajectories; a
 // system's result independent of N, position, threads and chunking; the

@@ -1,4 +1,4 @@
-// Tiers 2 and 3 of DESIGN.md section 4 for every built-in model: the
+// Tiers 2 and 3 of docs/design.md section 4 for every built-in model: the
 // properties of the Udwadia–Kalaba solution (A q'' = b, the work of the
 // constraint force on null(A), Gauss's minimum principle, invariance to the
 // square root of M and to the {1,4}-inverse), at consistent states, at states

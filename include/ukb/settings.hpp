@@ -15,7 +15,7 @@
 
 namespace ukb {
 
-/// Baumgarte stabilisation of the constraint rows (DESIGN.md section 1 with
+/// Baumgarte stabilisation of the constraint rows (docs/design.md section 1 with
 /// a corrected right-hand side): with the rows' constraints of the model
 /// (`constraint_rows`),
 ///     b_i <- b_i - 2 alpha phi_i' - beta^2 phi_i   (holonomic rows),

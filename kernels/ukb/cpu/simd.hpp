@@ -1,7 +1,7 @@
 /// @file simd.hpp
 /// @brief The CPU backend's SIMD lanes: the shared kernels instantiated on
 ///        a pack of W systems (std::experimental::simd, GCC's
-///        <experimental/simd>), one system per lane (DESIGN.md section 6).
+///        <experimental/simd>), one system per lane (docs/design.md section 6).
 ///
 /// The linear algebra (Cholesky, triangular solves, pseudo-inverse), the
 /// steps and the event checks run on packs; so do the model's mass, force,

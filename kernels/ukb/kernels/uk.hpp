@@ -124,7 +124,7 @@ template <Model Mo, class V>
 using ParamsOf = typename ModelLanes<Mo, V>::Params;
 
 /// Evaluates the Udwadia–Kalaba equation for one system, or for the
-/// systems in V's lanes (DESIGN.md §1):
+/// systems in V's lanes (docs/design.md §1):
 ///     q'' = a + L^{-T} ( c^ + B^+ (r - B c^) ),  Qc_ideal = L B^+ r,
 ///     Qc_nonideal = L (I - B^+ B) c^,  lambda = (B B^T)^+ r,
 /// with M = L L^T, a = M^{-1} Q, B = A L^{-T}, r = b - A a, c^ = L^{-1} C,
