@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Distributed runs measured (README, "Runs on a cluster"; bench/README.md):
+# Distributed runs measured (docs/cluster.md; bench/README.md):
 # strong scaling from 1 to 2 ranks of one thread each, the load balance with
 # dynamic blocks (the default) and with a fixed split (UKB_MPI_BLOCKS=static),
 # and the cost of combining the ranks' rows per 10^6 samples. Rounds

@@ -1,5 +1,5 @@
 // The C++ side of the Python module `ukb` (python/ukb/__init__.py is the
-// public API; its docstrings and the README's "Python" section document it).
+// public API; its docstrings and docs/python.md document it).
 // This file converts between numpy and the library's type-erased entry
 // points (registry.hpp, run.hpp); the argument checks a user sees with a
 // useful message are in __init__.py, the ones here guard the C++ side.
@@ -550,7 +550,7 @@ PYBIND11_MODULE(_core, m) {
         h["constraint_columns"] = M.has_constraint_columns;
         h["initial_state"] = M.initial_state != nullptr;
         return h;
-      }, "which optional hooks the model has (README, \"Adding a model\")")
+      }, "which optional hooks the model has (docs/adding-a-model.md)")
       .def("__repr__", [](const ModelInfo& M) { return "<ukb.Model '" + M.name + "' n=" + std::to_string(M.n) + " m=" + std::to_string(M.m) + ">"; });
 
   m.def("models", [] {

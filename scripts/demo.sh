@@ -65,5 +65,5 @@ echo "   summary.json               counts per status; statistics and histograms
 echo "   trajectories.csv           samples 0-3 every 5 steps"
 echo "   run.json                   the resolved config, seed, version, backend, threads, wall time"
 echo "   plots/                     histograms, observables against mu, trajectories (PNG)"
-echo "Next: edit examples/ring_friction.toml (README: Monte Carlo runs), build/bin/ukb --help,"
+echo "Next: edit examples/ring_friction.toml (docs/config.md), build/bin/ukb --help,"
 echo "and scripts/test.sh to run the test suite."

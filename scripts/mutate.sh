@@ -14,7 +14,7 @@
 #
 # The report: stdout and DIR/mutants.md. A mutant is "killed" when a test
 # fails, "survived" when every test passes, "did not compile" otherwise
-# (left out of the rate). README.md, "Mutation testing", says how to read
+# (left out of the rate). docs/testing.md ("Mutation testing") says how to read
 # and extend it.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -101,7 +101,7 @@ double max_state_diff(const Batch<Mo>& a, const Batch<Mo>& b) {
 }
 
 TEST(Dopri5, TheErrorNormIsTheRootMeanSquareOverAllTwoNComponents) {
-  // README ("Adaptive steps") and dopri5.hpp: sqrt(1/(2n) sum_y (err_y /
+  // docs/adaptive.md and dopri5.hpp: sqrt(1/(2n) sum_y (err_y /
   // (atol_y + rtol max(|y0|, |y1|)))^2) over q and q'. n = 2, one error
   // of 1e-6 in q_0 where |y| = 1 and 2e-6 in q'_1 where |y| = 3: the sum
   // is (1e-6 / 1.001e-3)^2 + (2e-6 / 3.001e-3)^2, divided by 4.

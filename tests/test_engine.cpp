@@ -429,7 +429,7 @@ TEST(Engine, AModelThatThrowsGivesAModelErrorWithItsMessage) {
 }
 
 TEST(Engine, AnEndWithinTheDocumentedSlackIsReachedAndOneBeyondItIsStepped) {
-  // README ([integrator] dt, policy::end_slack = 1e-9): the last step is
+  // docs/config.md ([integrator] dt, policy::end_slack = 1e-9): the last step is
   // shortened (or lengthened) to land on t_end where the remaining time is
   // below dt (1 + 1e-9), and a time within 1e-9 dt of t_end has reached
   // it. dt = 0.01: t_end = 1 + 5e-10 (5e-8 dt beyond 100 steps) takes 100

@@ -53,7 +53,7 @@ TEST(Incline, TheStopIsLocatedToTheDocumentedEventTolerance) {
   // Sliding down with mu > tan(alpha): s' = v0 + acc t reaches 0 at
   // t* = v0 / |acc|, where static friction holds the block (at_rest). RK4
   // is exact on this motion, so the located instant is off t* by the
-  // bracket alone: README ("Stick-slip"), located to event_tol, whose
+  // bracket alone: docs/config.md ("Stick-slip"), located to event_tol, whose
   // default is 1e-10 ("[integrator]" table). Both CPU backends; the
   // event rule and the default are shared by them, the closed form is not.
   using Mo = models::InclineBlock<double>;

@@ -539,8 +539,8 @@ TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
 }
 
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
-  // The README's smallest complete header is the tested example.
-  EXPECT_NE(slurp(kSource / "README.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);
+  // The documentation's smallest complete header is the tested example.
+  EXPECT_NE(slurp(kSource / "docs" / "adding-a-model.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);
 }
 
 TEST(ModelFiles, CudaPluginCompilesAndItsDeviceCodeIsChecked) {

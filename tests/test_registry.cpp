@@ -187,8 +187,7 @@ TEST(Registry, EvaluateUsesTheGivenParameters) {
 }
 
 // bead_on_ring with an off-diagonal entry in its mass, which inherits the
-// ring's mass_diagonal (the trap of a derived model, README "Adding a
-// model").
+// ring's mass_diagonal (the trap of a derived model, docs/adding-a-model.md).
 struct SkewRing : models::BeadOnRing<double> {
   static constexpr const char* name = "skew_ring";
   static void mass(const double*, double, const Params& p, double* M) {

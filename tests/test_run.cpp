@@ -257,7 +257,7 @@ TEST(Run, SameSeedGivesIdenticalResultsAcrossRunsThreadsAndChunks) {
 }
 
 TEST(Run, WithoutAChunkKeyTheBackendsDefaultIsUsedAndRunJsonRecordsItAndThePhases) {
-  // README: 65536 samples at a time on cpu, 2^20 on cuda (issue 22: at
+  // docs/config.md: 65536 samples at a time on cpu, 2^20 on cuda (issue 22: at
   // least 1e5, so that a chunk fills a GPU). The results do not depend on it.
   Config c = config(ring_toml(300));
   EXPECT_EQ(c.chunk, 0);
@@ -617,7 +617,7 @@ TEST(Crosscheck, TwoResultsFilesCompareInCxxUnderTheSameRules) {
       std::find(moved.names.begin(), moved.names.end(), "theta_final") - moved.names.begin())];
   double largest = 0;
   for (double x : th) largest = std::max(largest, std::abs(x));
-  // The README's rule ("The tolerances"): tau (1 + max |value| of the
+  // docs/crosscheck.md's rule ("The tolerances"): tau (1 + max |value| of the
   // column), tau = 1e-9 for RK4; written here as documented, not taken
   // from the code under test.
   const double tol = 1e-9 * (1 + largest);
@@ -642,10 +642,13 @@ TEST(Crosscheck, TwoResultsFilesCompareInCxxUnderTheSameRules) {
 }
 
 TEST(Docs, EveryDocumentedDefaultAndRuleIsTheCodes) {
-  // What the README states, as written there, against the constants the
-  // backends share (policy.hpp): the number in the text and the number in
-  // the code, each a literal here, not one derived from the other.
-  const std::string readme = slurp(std::filesystem::path(UKB_SOURCE_DIR) / "README.md");
+  // What the user's documentation (README.md and docs/) states, as written
+  // there, against the constants the backends share (policy.hpp): the number
+  // in the text and the number in the code, each a literal here, not one
+  // derived from the other.
+  std::string docs = slurp(std::filesystem::path(UKB_SOURCE_DIR) / "README.md");
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(UKB_SOURCE_DIR) / "docs"))
+    if (entry.path().extension() == ".md") docs += slurp(entry.path());
   const std::vector<std::pair<std::string, bool>> said = {
       {"| `rtol` | number in (0, 1) | `1e-6` |", policy::default_rtol == 1e-6},
       {"| `atol` | number > 0, or an array of n or 2n | `1e-9` |", policy::default_atol == 1e-9},
@@ -665,13 +668,13 @@ TEST(Docs, EveryDocumentedDefaultAndRuleIsTheCodes) {
            policy::step_shrink_min == 0.2},
   };
   for (const auto& [text, code] : said) {
-    EXPECT_NE(readme.find(text), std::string::npos) << "the README no longer says: " << text;
-    EXPECT_TRUE(code) << "the code no longer does what the README says: " << text;
+    EXPECT_NE(docs.find(text), std::string::npos) << "the documentation no longer says: " << text;
+    EXPECT_TRUE(code) << "the code no longer does what the documentation says: " << text;
   }
 }
 
 TEST(Crosscheck, TauIsTheDocumentedValue) {
-  // README, "The tolerances": tau = 1e-9 for RK4 and max(1e-9, 100 rtol,
+  // docs/crosscheck.md, "The tolerances": tau = 1e-9 for RK4 and max(1e-9, 100 rtol,
   // 100 atol) for dopri5, as numbers.
   Config c = config(ring_toml(5));
   EXPECT_EQ(run::crosscheck_tau(c), 1e-9);

@@ -1,5 +1,5 @@
 // A model file of chains longer than the built-in planar_chain_3/6/12
-// (README, "Adding a model"): the built-in PlanarChain template
+// (docs/adding-a-model.md): the built-in PlanarChain template
 // (include/ukb/models/planar_chain.hpp) with 24 and 48 links, so that the
 // cost of the linear algebra can be measured where it dominates (issue 22:
 // n = 48 and 96 coordinates; bench/README, W5 and W6). The number of links

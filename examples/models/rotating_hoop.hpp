@@ -1,7 +1,7 @@
 // A model that is not built into ukb: a bead on a circular hoop of radius R
 // that spins at the constant rate omega about the vertical z axis, gravity
 // along -z, with viscous friction relative to the hoop. It shows the steps
-// of "Adding a model" in the README, including a time-dependent constraint.
+// of docs/adding-a-model.md, including a time-dependent constraint.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// A model file (README, "Adding a model"): the Chaplygin sleigh, a rigid
+// A model file (docs/adding-a-model.md): the Chaplygin sleigh, a rigid
 // body on a horizontal plane that rests on a knife edge at P = (x, y) and
 // points along theta; its centre of mass is a distance a ahead of P. The
 // knife edge cannot slip sideways: a nonholonomic constraint.

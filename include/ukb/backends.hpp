@@ -5,7 +5,7 @@
 ///        ukb::integrate and ukb::describe work for the model there and
 ///        everywhere else in the program. (The built-in models need nothing:
 ///        the library has them.) The cuda backend is instantiated by a .cu
-///        file: README, "Adding a model".
+///        file: docs/adding-a-model.md.
 ///
 /// This is the header that brings Eigen (the reference), OpenMP and
 /// std::experimental::simd (the cpu backend) into a translation unit.

@@ -1,8 +1,7 @@
 /// @file crosscheck.hpp
 /// @brief Cross-checking backends: the per-sample results of one backend
 ///        compared with another's under tolerances that ukb derives per
-///        kind of quantity (`ukb run --crosscheck BACKEND`; README,
-///        "Cross-checking backends in your CI").
+///        kind of quantity (`ukb run --crosscheck BACKEND`; docs/crosscheck.md).
 ///
 /// ```cpp
 /// ukb::run::Config c = ukb::run::load_config("study.toml");
@@ -36,7 +35,7 @@ struct Results {
 /// file, line and column where it is not such a table.
 Results read_results(const std::string& csv_path);
 
-/// How a column is compared (README, "Cross-checking backends in your CI").
+/// How a column is compared (docs/crosscheck.md).
 enum class CrossRule {
   exact,    ///< sample, the inputs, status, RK4's counters: equal
   one,      ///< RK4's projection_failures: |a - b| <= 1 (a threshold decision on differently rounded corrections)

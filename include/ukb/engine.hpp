@@ -14,8 +14,7 @@
 /// The built-in models run on every backend as they are. A model of one's
 /// own needs the backends' definitions in one translation unit of the
 /// program: `#include "ukb/backends.hpp"` there (reference and cpu), and
-/// for cuda a .cu file with `UKB_INSTANTIATE_CUDA` (README, "Adding a
-/// model").
+/// for cuda a .cu file with `UKB_INSTANTIATE_CUDA` (docs/adding-a-model.md).
 #pragma once
 
 #include <cmath>
@@ -33,7 +32,7 @@ namespace ukb {
 
 /// Whether the cuda backend is compiled for model Mo: the built-in models,
 /// and a model of one's own for which `UKB_CUDA_MODEL(Mo)` is declared next
-/// to its cuda instantiation (README, "Adding a model"). Asking cuda for
+/// to its cuda instantiation (docs/adding-a-model.md). Asking cuda for
 /// another model throws BackendUnavailable.
 template <class Mo>
 struct CudaInstance : std::bool_constant<models::Builtin::contains<Mo>> {};
@@ -65,7 +64,7 @@ void on_backend(Backend be, F&& f) {
         return;
       } else {
         throw BackendUnavailable(std::string("the cuda backend is not compiled for '") + Mo::name +
-                                 "': use the cpu backend, or instantiate it (README, \"Adding a model\")");
+                                 "': use the cpu backend, or instantiate it (docs/adding-a-model.md)");
       }
   }
   throw std::invalid_argument("ukb: unknown backend");

@@ -35,8 +35,7 @@ constexpr std::string_view to_string(Backend b) {
   return b == Backend::reference ? "reference" : b == Backend::cpu ? "cpu" : "cuda";
 }
 
-/// How a run keeps the state on the constraint manifold (README,
-/// "Constraint drift and stabilisation").
+/// How a run keeps the state on the constraint manifold (docs/stabilisation.md).
 enum class Stabilization {
   none,        ///< the equation as it is: positions and velocities drift
   baumgarte,   ///< every evaluation corrects b (Baumgarte)
@@ -127,8 +126,7 @@ struct EngineOptions {
 };
 
 /// What an evaluation or an integration does: the `[integrator]` and
-/// `[stabilization]` tables of a `ukb run` config (README, "The config
-/// file"). `evaluate` uses rank_rtol and the Baumgarte settings only.
+/// `[stabilization]` tables of a `ukb run` config (docs/config.md). `evaluate` uses rank_rtol and the Baumgarte settings only.
 struct RunOptions {
   Method method = Method::rk4;  ///< integration method
   double dt = 1e-3;             ///< rk4: the step size (> 0); dopri5: the first trial step (0: automatic)
@@ -160,7 +158,7 @@ struct RunOptions {
   /// rank_marginal are kept either way.
   int expected_rank = -1;
 
-  // Adaptive steps (method dopri5; README, "Adaptive steps"). `dt` is the
+  // Adaptive steps (method dopri5; docs/adaptive.md). `dt` is the
   // first trial step there, 0: chosen automatically (Hairer's initial step).
   double rtol = policy::default_rtol;  ///< relative tolerance (> 0)
   /// Absolute tolerance: one value, n (q_j and q'_j alike) or 2n (q, then

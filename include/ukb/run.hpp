@@ -8,7 +8,7 @@
 /// ukb::run::Outcome o = ukb::run::execute(c, {.out_dir = "out"});
 /// ```
 /// The config format, the outputs and the statuses are documented in the
-/// README ("Monte Carlo runs").
+/// docs/config.md.
 #pragma once
 
 #include <atomic>
@@ -75,7 +75,7 @@ struct Input {
 /// written by default).
 inline constexpr long csv_default_samples = 100000;
 
-/// A resolved `ukb run` config (see the README for every key).
+/// A resolved `ukb run` config (docs/config.md has every key).
 struct Config {
   std::string path;                 ///< the file, for messages
   const ModelInfo* model = nullptr;
@@ -100,7 +100,7 @@ struct Config {
   int histogram_bins = 50;          ///< bins of each histogram in summary.json
   /// results.csv ([output] formats; by default up to csv_default_samples
   /// samples: above that the text table would cost more than the rest of a
-  /// run's outputs together, see README "Outputs")
+  /// run's outputs together, see docs/outputs.md)
   bool write_csv = true;
   bool write_npy = true;            ///< results.npy ([output] formats)
   bool formats_given = false;       ///< [output] formats is in the config (else the default above)
@@ -192,8 +192,7 @@ struct ExecuteOptions {
   /// with the other backend's results before they are compared, to plant
   /// an error.
   std::function<void(Results& other)> crosscheck_tamper = {};
-  /// The ranks of a distributed run (`mpirun -n P ukb run`, README "Runs on
-  /// a cluster"), set by the `ukb` executable when MPI launched it; every
+  /// The ranks of a distributed run (`mpirun -n P ukb run`, docs/cluster.md), set by the `ukb` executable when MPI launched it; every
   /// rank calls execute, rank 0 writes the files, which are those of one
   /// process. Null: one process.
   Cluster* cluster = nullptr;

@@ -14,7 +14,7 @@
 /// The config's `model` key may be absent, the model's name, or a model
 /// file (then its source: the program's model runs, the file is not
 /// compiled). For the cuda backend, `ukb_add_model(target HEADER
-/// my_model.hpp)` in CMake (README, "Adding a model"). Link `ukb::run`.
+/// my_model.hpp)` in CMake (docs/adding-a-model.md). Link `ukb::run`.
 #pragma once
 
 #include <string>

@@ -12,7 +12,7 @@ arguments as ValueError or TypeError (ConfigError and ModelFileError are
 ValueErrors), an output that cannot be written as WriteError (an OSError),
 a backend that cannot run here as BackendUnavailable (a RuntimeError), an
 exception thrown by a model's own code as ModelError (a RuntimeError).
-README, section "Python", has the details and examples.
+docs/python.md has the details and examples.
 """
 
 import json
@@ -82,8 +82,7 @@ def models():
 
 def model(name_or_path, *, cuda=False):
     """One model: a built-in model's name, or a model file "path.hpp" or
-    "path.hpp:Name" (compiled into a plugin on first use and cached; README,
-    "Adding a model"). `cuda=True` also compiles the file for the cuda
+    "path.hpp:Name" (compiled into a plugin on first use and cached; docs/adding-a-model.md). `cuda=True` also compiles the file for the cuda
     backend. A ukb.Model is returned as it is."""
     if isinstance(name_or_path, Model):
         return name_or_path
@@ -297,7 +296,7 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     (where the model has a potential) and, with record_every = k, traj_q,
     traj_qd (N, T, n) and traj_t (N, T): a row every k steps (dopri5: steps
     begun, rejected ones too), NaN once a system has stopped.
-    Other integrator options (README, "The config file"): rank_rtol,
+    Other integrator options (docs/config.md): rank_rtol,
     residual_limit, expected_rank, monitor, baumgarte_alpha/beta/gamma,
     projection_tol, projection_iters.
     """
@@ -456,7 +455,7 @@ def compare(config, a, b, *, names=("a", "b")):
     """Compares two results tables of the same samples of a run of `config`
     (a dict or a path, as for ukb.run): the tables of ukb.run on two
     backends, say, or of two versions. The rules of `ukb run --crosscheck`
-    (README, "Cross-checking backends in your CI": counters and statuses
+    (docs/crosscheck.md: counters and statuses
     exactly, event times to event_tol, states and energies to a tolerance
     derived from the integrator), rows matched by `sample` (every sample of
     b must be in a). Returns the report as a dict (crosscheck.json's
@@ -517,7 +516,7 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
         crosscheck=None, crosscheck_samples=256):
     """The Monte Carlo driver of `ukb run`.
 
-    config: a dict in the config file's schema (README, "Monte Carlo runs";
+    config: a dict in the config file's schema (docs/config.md;
     tables as nested dicts, distributions as dicts) or the path of a config
     file; None with resume=True and out: the run whose checkpoint is in out.
     out: the output directory (files as `ukb run --out`); None: nothing is
@@ -527,8 +526,7 @@ def run(config, *, out=None, backend=None, threads=None, progress=True, resume=F
     on_chunk(done, samples): called after every chunk.
     crosscheck: another backend ("reference", "cpu", "cuda"): once the run
     is complete, crosscheck_samples of its samples are integrated again
-    there and compared (`ukb run --crosscheck`; README, "Cross-checking
-    backends in your CI"); the report (crosscheck.json) is
+    there and compared (`ukb run --crosscheck`; docs/crosscheck.md); the report (crosscheck.json) is
     summary["crosscheck"], with "pass" and "verdict", and a failure also
     gives a RuntimeWarning. Samples with inconsistent steps or projection
     failures (the columns inconsistent, projection_failures) give a

@@ -589,8 +589,7 @@ int cmd_run(const RunArgs& a) {
       throw UsageError("--crosscheck-samples: expected an integer in [1, 1000000], got '" +
                        ukb::printable(a.crosscheck_samples, 80) + "'");
   }
-  // UKB_CROSSCHECK_PERTURB=SAMPLE (README, "Cross-checking backends in your
-  // CI"): an error of 1e-6 planted in that sample's final positions on the
+  // UKB_CROSSCHECK_PERTURB=SAMPLE (docs/crosscheck.md): an error of 1e-6 planted in that sample's final positions on the
   // other backend, to see a CI step fail as it should.
   std::function<void(ukb::run::Results&)> tamper;
   if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && cross) {
@@ -783,8 +782,8 @@ int ukb_cli_main(int argc, char** argv, ukb::run::Cluster* cluster) {
 
   RunArgs run_args;
   CLI::App* run = app.add_subcommand(
-      "run", "run a Monte Carlo ensemble described by a TOML config (see README: Monte Carlo "
-             "runs) and write results.csv, results.npy, summary.json, trajectories.csv, run.json");
+      "run", "run a Monte Carlo ensemble described by a TOML config (see docs/config.md) "
+             "and write results.csv, results.npy, summary.json, trajectories.csv, run.json");
   run->add_option("config", run_args.config, "the config file (TOML); optional with --resume");
   run->add_option("--resume", run_args.resume,
                   "continue the interrupted run whose checkpoint is in this directory (results "

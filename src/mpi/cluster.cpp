@@ -94,7 +94,7 @@ class MpiCluster final : public run::Cluster {
     stop_sent_ = false;
     rows_.clear();
     // UKB_MPI_BLOCKS=static: rank r takes blocks r, r + P, r + 2P, ... (a
-    // fixed split, to measure what the dynamic one gains; README).
+    // fixed split, to measure what the dynamic one gains; docs/cluster.md).
     const char* mode = std::getenv("UKB_MPI_BLOCKS");
     fixed_ = mode && std::strcmp(mode, "static") == 0;
     taken_.assign(static_cast<std::size_t>(size_), 0);

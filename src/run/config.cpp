@@ -135,7 +135,7 @@ class Parser {
     return *t;
   }
 
-  // A value or a distribution (see the README, "Monte Carlo runs").
+  // A value or a distribution (see docs/config.md).
   Dist dist(const toml::node& n, const std::string& key) const {
     Dist d;
     if (n.is_number()) {

@@ -120,7 +120,7 @@ std::string read_model_file(const fs::path& path) {
   }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     fail("model file " + named(path) + ": is empty; expected a C++ header with a model and a UKB_MODEL(Name) line "
-         "(README, \"Adding a model\")");
+         "(docs/adding-a-model.md)");
   if (text.find('\0') != std::string::npos)
     fail("model file " + named(path) + ": binary data (a NUL byte), not a C++ header");
   return text;
@@ -846,7 +846,7 @@ const ModelFile& open_model_file(const std::string& path_text, const ModelFileOp
   const std::vector<std::string> ids = scan_models(text);
   if (ids.empty())
     fail("model file " + named(path_text) + ": defines no model: name each model with a line `UKB_MODEL(Name)` "
-         "after it, at global scope (README, \"Adding a model\")");
+         "after it, at global scope (docs/adding-a-model.md)");
   const Toolchain& tc = toolchain();
   if (o.cuda && tc.nvcc.empty()) fail("model file " + named(path_text) + ": this ukb was built without CUDA: "
                                       "its models run on the reference and cpu backends");

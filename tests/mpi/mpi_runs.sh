@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Distributed runs (`mpirun -n P ukb run`, README "Runs on a cluster")
+# Distributed runs (`mpirun -n P ukb run`, docs/cluster.md)
 # against one process: the same files, byte for byte. Run by ctest
 # (tests/CMakeLists.txt) as:
 #   mpi_runs.sh CASE UKB MPIEXEC SOURCE_DIR WORK_DIR

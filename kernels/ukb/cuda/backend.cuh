@@ -5,7 +5,7 @@
 ///
 /// Included by engine.cu, which instantiates the built-in models; a model of
 /// one's own is instantiated by a .cu file that includes this header and
-/// says `UKB_INSTANTIATE_CUDA(MyModel<double>)` (README, "Adding a model").
+/// says `UKB_INSTANTIATE_CUDA(MyModel<double>)` (docs/adding-a-model.md).
 #pragma once
 
 #include <cuda_runtime.h>
