@@ -37,9 +37,8 @@ struct RandomBatch {
 
 /// Calls f.template operator()<Model>() for TestedModels' model templates
 /// (support.hpp: every built-in model, ModelKinds' under the sanitizers).
-/// The engine and emulation tests, which these per-model instances
-/// dominate, took about 230 of the sanitizer build's 510-580 CPU-seconds
-/// with every model (2026-11-25).
+/// These per-model instances dominate the compile of the engine and
+/// emulation tests.
 template <class F>
 void for_each_model_template(F&& f) {
   TestedModels::for_each_template(f);

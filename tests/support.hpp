@@ -251,11 +251,8 @@ using ModelKinds = models::ModelList<models::BeadOnRing, models::RedundantPendul
 
 /// The models of the engine, emulation, kernel and stabilisation tests'
 /// per-model loops: every built-in model in the main build, ModelKinds'
-/// under the sanitizers. The per-model instances dominate those tests'
-/// compile: with every model the sanitizer build compiled the unit of
-/// test_kernels.cpp in 144 s and that of test_stabilization.cpp in 125 s,
-/// with ModelKinds' in 125 s and 115 s (clang 14, two at a time on 2 cores,
-/// 2026-11-27).
+/// under the sanitizers, where the per-model instances dominate those
+/// tests' compile.
 using TestedModels = std::conditional_t<sanitized, ModelKinds, models::Builtin>;
 
 /// Calls f.template operator()<Mo>() for TestedModels' models in double.

@@ -75,9 +75,8 @@ fs::path example_cache() { return UKB_TEST_MODEL_CACHE; }
 // without one, as a Debug build's, stays as it is; nvcc's flags stay as
 // they are), written to dir/toolchain.json. For the tests of what ukb does
 // with a model file (its cache, its refusals, its results against a closed
-// form), not of how fast its plugin runs: at -O1 the sleigh's plugin
-// compiled in 14.8 s, against 23.1 s at -O3 and 17.0 s at -O0 (g++ 12, one
-// core of a 2-core VM, 2026-11-27). The released flags are checked by
+// form), not of how fast its plugin runs: -O1 compiles the plugins
+// fastest (faster than -O0 too). The released flags are checked by
 // scripts/test.sh, whose installed `ukb run` compiles
 // examples/models/rotating_hoop.hpp with them, and by the spring block's
 // test below.

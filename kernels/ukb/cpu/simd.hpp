@@ -44,11 +44,11 @@ using Pack = stdx::simd<T, stdx::simd_abi::deduce_t<T, W>>;
 /// (std::experimental::native_simd: 8 doubles or 16 floats with AVX-512, 4
 /// or 8 with AVX2, 2 or 4 with SSE2, the x86-64 baseline); larger ones: at
 /// least 64 bytes (8 doubles, 16 floats: two AVX2 registers, four SSE2).
-/// Measured on AVX2 and SSE2 (bench/README.md, 2026-11-25): with n = 2 a
-/// pack of several registers ran up to 1.7x slower (g++ calls, rather than
-/// inlines, its operations, and there is little work per operation), with
-/// n = 12 and 24 up to 1.5x faster (the latency-bound recurrences of the
-/// triangular solves run side by side). Every width gives the same results.
+/// Measured on AVX2 and SSE2 (bench/results/2026-11-22/NOTES.md, "Shared
+/// systems, register-wide packs"): with n = 2 a pack of several registers
+/// ran slower (g++ calls, rather than inlines, its operations, and there is
+/// little work per operation), with n = 12 and 24 faster (the latency-bound
+/// recurrences of the triangular solves run side by side). Every width gives the same results.
 template <class T, int n = 1>
 inline constexpr int lane_width = n >= 8 && int(stdx::native_simd<T>::size()) < 64 / int(sizeof(T))
                                       ? 64 / int(sizeof(T))
