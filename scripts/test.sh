@@ -9,9 +9,12 @@
 #     run against it, and the installed Python module run; the model file examples/models/rotating_hoop.hpp run by
 #     the installed `ukb run` (a plugin compiled from the installed headers)
 #     gives results.csv bitwise equal to the same model compiled into
-#     custom_model (ukb::run::load_config<Model>), on cpu and reference (in
-#     the background while stage 3 compiles; its output, build/stage2.log,
-#     is shown when it ends, and a failure of either stops the other);
+#     custom_model (ukb::run::load_config<Model>), on cpu and reference; then
+#     scripts/pip_check.sh: `pip wheel .` and its wheel installed into a
+#     fresh venv, the `ukb` command, `python -m ukb` and `import ukb` from
+#     it (in the background while stage 3 compiles; its output,
+#     build/stage2.log, is shown when it ends, and a failure of either stops
+#     the other);
 #  3. build-san/  clang, CPU only, for this machine's CPU (-march=native: the
 #                 lanes in its widest vectors), AddressSanitizer and
 #                 UndefinedBehaviorSanitizer, -O1; every test; the same build
@@ -153,6 +156,9 @@ assert filecmp.cmp("build/custom_model/python-cpu/results.csv", "build/custom_mo
 print("== ukb: the installed Python package (" + os.path.dirname(ukb.__file__) + ") gives the same results.csv")
 PY
   fi
+  # `pip install .` as a pip user does it (pyproject.toml), into a fresh venv,
+  # and the same model file's results.
+  scripts/pip_check.sh --quick-compile --against build/custom_model/model-file-cpu/results.csv build/pip-check
 }
 
 stamp "install, then build and run examples/custom_model against the installed package (in the background, output in build/stage2.log)"

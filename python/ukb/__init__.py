@@ -29,13 +29,14 @@ import numpy as np
 
 def _find_toolchain():
     # Model files are compiled with the compilers ukb was built with, from
-    # its toolchain record: in the build tree build/share/ukb/ (this package
-    # is build/python/ukb), in an installed package PREFIX/share/ukb/ (this
-    # package is PREFIX/lib/pythonX.Y/{site,dist}-packages/ukb).
+    # its toolchain record: in a pip installation in the package itself
+    # (site-packages/ukb/share/ukb/), in the build tree build/share/ukb/ (this
+    # package is build/python/ukb), in a CMake installation PREFIX/share/ukb/
+    # (this package is PREFIX/lib/pythonX.Y/{site,dist}-packages/ukb).
     if os.environ.get("UKB_TOOLCHAIN"):
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    for up in (2, 4):
+    for up in (0, 2, 4):
         d = here
         for _ in range(up):
             d = os.path.dirname(d)

@@ -4,6 +4,8 @@ executable, the Monte Carlo driver (`ukb run`, the C++ API), and themselves
 under other threads, chunks and lanes."""
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -173,3 +175,15 @@ def test_outputs_are_views_of_the_solvers_memory_not_copies():
     assert not np.shares_memory(r.traj_q, r.q)
     e = ukb.accel("bead_on_ring", [1.0, 0.0], [0.0, 0.0])
     assert type(e.qdd.base).__name__ == "PyCapsule"
+
+
+def test_python_dash_m_ukb_runs_the_command_line():
+    # python -m ukb ARGS is the `ukb` executable beside the package (in the
+    # build tree build/bin/ukb for build/python/ukb): the same output.
+    p = subprocess.run([sys.executable, "-m", "ukb", "accel", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,-1"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == cli("accel", "--model", "bead_on_ring", "--q", "1,0", "--qd", "0,-1")[1]
+    bad = subprocess.run([sys.executable, "-m", "ukb", "accel", "--model", "no_such_model", "--q", "1,0", "--qd", "0,0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "no_such_model" in bad.stderr

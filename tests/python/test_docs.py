@@ -137,7 +137,7 @@ def snippets(text):
             continue
         if kind:
             before = [x for x in lines[:start] if x.strip()]
-            m = MARKER.match(before[-1]) if before else None
+            m = MARKER.match(before[-1].strip()) if before else None
             found.append((start + 1, kind, body, m.group(1) if m else None))
     return found
 
