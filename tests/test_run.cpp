@@ -1014,10 +1014,13 @@ TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
   std::mt19937_64 rng(11);
   for (std::size_t n = 1; n <= 300; ++n) {
     std::vector<double> all(n + 7);
-    // Odd sizes: continuous values (no ties); even: half-integers (many ties).
+    // Odd sizes: continuous values (no ties); even: half-integers (many
+    // ties); multiples of 4: small integers (more ties), of 12: integers
+    // over a wide range.
     for (double& x : all) {
       x = std::normal_distribution<double>(0.0, 3.0)(rng);
       if (n % 2 == 0) x = std::round(x) / 2;
+      if (n % 4 == 0) x = std::round(x * (n % 12 == 0 ? 1e5 : 1.0)) + 0.0;
     }
     all[n % all.size()] = std::numeric_limits<double>::quiet_NaN();
     all[(n * 7) % all.size()] = -std::numeric_limits<double>::infinity();
@@ -1076,6 +1079,45 @@ TEST(Outputs, SummaryStatisticsAreThoseOfTheSortedValues) {
       EXPECT_EQ(counts[0], static_cast<long>(s.size())) << n;  // one value: every one in the first bin
     }
   }
+}
+
+TEST(Outputs, QuantilesOfLargeColumnsAreThoseOfTheSortedValues) {
+  // Columns large enough for the counted order statistics (more than 4096
+  // values): spread evenly, over many decades, with a far outlier that puts
+  // nearly every value into one bucket, with many ties, integers, and
+  // nearly all equal; each quantile against a full sort, bit for bit.
+  std::mt19937_64 rng(12);
+  std::normal_distribution<double> z(0.0, 1.0);
+  const std::vector<std::pair<std::string, std::function<double(std::size_t)>>> kinds = {
+      {"normal", [&](std::size_t) { return z(rng); }},
+      {"lognormal over decades", [&](std::size_t) { return std::exp(8 * z(rng)); }},
+      {"one far outlier", [&](std::size_t i) { return i == 17 ? 1e300 : z(rng) * 1e-6; }},
+      {"ties", [&](std::size_t) { return std::round(z(rng) * 20) / 100; }},
+      {"integers", [&](std::size_t) { return std::round(std::abs(z(rng)) * 3); }},
+      {"nearly all equal", [&](std::size_t i) { return i % 1000 == 5 ? 2.5 : 0.125; }},
+  };
+  for (const std::size_t n : {4097u, 100000u, 262147u})
+    for (const auto& [kind, draw] : kinds) {
+      std::vector<double> all(n);
+      for (std::size_t i = 0; i < n; ++i) all[i] = draw(i);
+      std::vector<std::size_t> rows(n);
+      std::iota(rows.begin(), rows.end(), std::size_t{0});
+      const nlohmann::json j = run::stats(all, rows, 10);
+      std::vector<double> s = all;
+      std::sort(s.begin(), s.end());
+      EXPECT_EQ(j["min"].get<double>(), s.front()) << kind << ", n = " << n;
+      EXPECT_EQ(j["max"].get<double>(), s.back()) << kind << ", n = " << n;
+      for (const auto& [key, p] : std::vector<std::pair<std::string, double>>{
+               {"p01", 1}, {"p05", 5}, {"p25", 25}, {"p50", 50}, {"p75", 75}, {"p95", 95}, {"p99", 99}}) {
+        const double h = (static_cast<double>(n) - 1) * (p / 100);
+        const auto k = static_cast<std::size_t>(h);
+        const double g = h - static_cast<double>(k);
+        const double want = k + 1 >= n ? s[k]
+                            : g >= 0.5 ? s[k + 1] - (s[k + 1] - s[k]) * (1 - g)
+                                       : s[k] + (s[k + 1] - s[k]) * g;
+        EXPECT_EQ(j["quantiles"][key].get<double>(), want) << kind << ", n = " << n << ", " << key;
+      }
+    }
 }
 
 TEST(Outputs, SummaryStatisticsOfValuesOnEdgesConstantColumnsAndExtremes) {

@@ -53,8 +53,17 @@ std::string g17(double v) {
 
 void write_npy(std::ostream& f, const Table& table) {
   static_assert(std::endian::native == std::endian::little, "the .npy writer assumes little endian");
+  // The status names by code (a code of no status, which no table has, is
+  // "unknown"), looked up per row rather than made.
+  std::vector<std::string> names;
+  for (int s = 0; is_valid_status(s); ++s) names.push_back(status_name(static_cast<Status>(s)));
+  names.push_back(status_name(static_cast<Status>(names.size())));
+  const auto name_of = [&](std::int32_t s) -> const std::string& {
+    return names[s >= 0 && static_cast<std::size_t>(s) < names.size() ? static_cast<std::size_t>(s) : names.size() - 1];
+  };
   std::size_t width = 1;
-  for (std::int32_t s : table.status) width = std::max(width, status_name(static_cast<Status>(s)).size());
+  for (std::int32_t s : table.status) width = std::max(width, name_of(s).size());
+  for (std::string& n : names) n.resize(std::max(n.size(), width), '\0');
   std::string descr = "[";
   auto field = [&](const std::string& name, const std::string& type) {
     descr += "('" + name + "', '" + type + "'), ";
@@ -82,23 +91,23 @@ void write_npy(std::ostream& f, const Table& table) {
     f.write(reinterpret_cast<const char*>(&hlen), 4);
   }
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  std::vector<char> row;
-  for (std::size_t r = 0; r < table.status.size(); ++r) {
-    row.clear();
-    for (std::size_t k = 0; k <= table.cols.size(); ++k) {
-      if (k == table.status_at) {
-        std::string s = status_name(static_cast<Status>(table.status[r]));
-        s.resize(width, '\0');
-        row.insert(row.end(), s.begin(), s.end());
+  // The rows, a block of them at a time (one write per block).
+  const std::size_t row_bytes = width + 8 * table.cols.size(), rows = table.status.size();
+  const std::size_t per_block = std::max<std::size_t>(1, (std::size_t{1} << 20) / row_bytes);
+  std::vector<char> block(per_block * row_bytes);
+  for (std::size_t r0 = 0; r0 < rows; r0 += per_block) {
+    const std::size_t r1 = std::min(rows, r0 + per_block);
+    char* out = block.data();
+    for (std::size_t r = r0; r < r1; ++r)
+      for (std::size_t k = 0; k <= table.cols.size(); ++k) {
+        if (k == table.status_at) out = std::copy_n(name_of(table.status[r]).data(), width, out);
+        if (k < table.cols.size()) {
+          const Column& col = table.cols[k];
+          std::memcpy(out, col.integer ? static_cast<const void*>(&col.i[r]) : static_cast<const void*>(&col.d[r]), 8);
+          out += 8;
+        }
       }
-      if (k < table.cols.size()) {
-        char b[8];
-        if (table.cols[k].integer) std::memcpy(b, &table.cols[k].i[r], 8);
-        else std::memcpy(b, &table.cols[k].d[r], 8);
-        row.insert(row.end(), b, b + 8);
-      }
-    }
-    f.write(row.data(), static_cast<std::streamsize>(row.size()));
+    f.write(block.data(), static_cast<std::streamsize>(out - block.data()));
   }
 }
 

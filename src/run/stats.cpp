@@ -31,6 +31,69 @@ void select_ranks(std::vector<double>& s, const std::vector<std::size_t>& ranks)
   select_ranks(s, ranks, 0, ranks.size(), 0, s.size());
 }
 
+// The values a sort of v would put at the ascending positions `ranks`, v's
+// values lying in [lo, hi]. Counted first: each value falls into one of 2^16
+// equal buckets of [lo, hi] (floor((x - lo) * scale): non-decreasing in x,
+// so the buckets are in the values' order), and the counts say which bucket
+// holds each rank; then only the values of those buckets are gathered and
+// selected among, recursively where one bucket still holds many. Two passes
+// over v instead of the several of nth_element per rank. v is not changed.
+std::vector<double> order_statistics(const std::vector<double>& v, double lo, double hi,
+                                     const std::vector<std::size_t>& ranks) {
+  constexpr std::size_t kBuckets = std::size_t{1} << 16, kSmall = 4096;
+  std::vector<double> out(ranks.size());
+  const double width = hi - lo;
+  if (lo == hi) {  // every value equal: any one of them (in sample order) at every rank
+    for (std::size_t r = 0; r < ranks.size(); ++r) out[r] = v[ranks[r]];
+    return out;
+  }
+  const double scale = static_cast<double>(kBuckets) / width;
+  if (v.size() <= kSmall || !std::isfinite(width) || !std::isfinite(scale)) {
+    std::vector<double> s = v;
+    select_ranks(s, ranks);
+    for (std::size_t r = 0; r < ranks.size(); ++r) out[r] = s[ranks[r]];
+    return out;
+  }
+  const auto bucket = [&](double x) {
+    return std::min(static_cast<std::size_t>((x - lo) * scale), kBuckets - 1);
+  };
+  std::vector<std::size_t> count(kBuckets, 0);
+  for (double x : v) ++count[bucket(x)];
+  // The bucket of each rank, and the rank's position within it.
+  std::vector<std::size_t> of(ranks.size()), within(ranks.size());
+  std::size_t below = 0, b = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    while (below + count[b] <= ranks[r]) below += count[b++];
+    of[r] = b, within[r] = ranks[r] - below;
+  }
+  std::vector<std::int32_t> slot(kBuckets, -1);
+  std::vector<std::vector<double>> gathered;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    if (slot[of[r]] < 0) {
+      slot[of[r]] = static_cast<std::int32_t>(gathered.size());
+      gathered.emplace_back();
+      gathered.back().reserve(count[of[r]]);
+    }
+  for (double x : v)
+    if (const std::int32_t s = slot[bucket(x)]; s >= 0) gathered[static_cast<std::size_t>(s)].push_back(x);
+  for (std::size_t g = 0; g < gathered.size(); ++g) {
+    std::vector<std::size_t> local, at;  // the ranks in this bucket
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      if (slot[of[r]] == static_cast<std::int32_t>(g)) local.push_back(within[r]), at.push_back(r);
+    std::vector<double>& e = gathered[g];
+    const auto [e_lo, e_hi] = std::minmax_element(e.begin(), e.end());
+    // A bucket with all of v in it would not get smaller: select there.
+    const std::vector<double> found = e.size() < v.size() ? order_statistics(e, *e_lo, *e_hi, local) : [&] {
+      select_ranks(e, local);
+      std::vector<double> f(local.size());
+      for (std::size_t k = 0; k < local.size(); ++k) f[k] = e[local[k]];
+      return f;
+    }();
+    for (std::size_t k = 0; k < at.size(); ++k) out[at[k]] = found[k];
+  }
+  return out;
+}
+
 // A power of two near |x|'s magnitude: scaling by it is exact (away from
 // subnormals), so a result computed on scaled values and scaled back has the
 // bits it would have had where nothing overflowed.
@@ -133,16 +196,6 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  // In place: the sums above are taken, and the histogram does not depend
-  // on the order.
-  select_ranks(v, ranks);
-  j["min"] = lo;
-  j["max"] = hi;
-  for (double p : kPercents) {
-    char key[8];
-    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
-    j["quantiles"][key] = quantile_of(v, p);
-  }
   // Histogram: `bins` equal bins over [min, max], the last one closed; the
   // edges as numpy.linspace(min, max, bins + 1) gives them (by halves where
   // max - min overflows), and each value in the bin whose edges hold it
@@ -164,6 +217,17 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
     counts[b]++;
   }
   j["histogram"] = {{"edges", edges}, {"counts", counts}};
+  // The order statistics at their positions (the sums and the histogram
+  // above are taken; quantile_of reads only these positions).
+  const std::vector<double> at_ranks = order_statistics(v, lo, hi, ranks);
+  for (std::size_t r = 0; r < ranks.size(); ++r) v[ranks[r]] = at_ranks[r];
+  j["min"] = lo;
+  j["max"] = hi;
+  for (double p : kPercents) {
+    char key[8];
+    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
+    j["quantiles"][key] = quantile_of(v, p);
+  }
   return j;
 }
 
