@@ -1,6 +1,8 @@
 # ukb_add_model(<target> HEADER <model file>)
 #
-# For a program that links ukb and runs models of its own (docs/adding-a-model.md): every model that the header names with UKB_MODEL(...) gets the
+# For a program that links ukb and runs models of its own
+# (docs/adding-a-model.md): every model that the header names with
+# UKB_MODEL(...) gets the
 # cuda backend in <target>. The header is compiled by nvcc with the flags
 # this ukb was built with (share/ukb/toolchain.json), and <target> is
 # compiled with UKB_CUDA_MODELS, so that the engine dispatches cuda calls

@@ -1,4 +1,5 @@
-// A model file with Coulomb friction and stick-slip (docs/adding-a-model.md): a block of mass m on a rough horizontal floor, held by a spring
+// A model file with Coulomb friction and stick-slip (docs/adding-a-model.md): a
+// block of mass m on a rough horizontal floor, held by a spring
 // of stiffness k to the origin. It oscillates with amplitudes shrinking by
 // 2 mu m g / k per half swing and sticks for good at the first turning point
 // where the spring can no longer overcome static friction (|k x| <= mu m g).

@@ -13,7 +13,9 @@
 /// The library instantiates every backend for the built-in models. A model
 /// of one's own is instantiated by including "ukb/backends.hpp" (reference
 /// and cpu) in one translation unit of the program, and for cuda by
-/// compiling "ukb/cuda/engine_impl.hpp" for it with nvcc (docs/adding-a-model.md). No header here includes Eigen, OpenMP, SIMD or CUDA.
+/// compiling "ukb/cuda/engine_impl.hpp" for it with nvcc
+/// (docs/adding-a-model.md). No header here includes Eigen, OpenMP, SIMD or
+/// CUDA.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
 /// @file model_file.hpp
 /// @brief Model files: a C++ header with one or more models (model.hpp),
 ///        each named by a `UKB_MODEL(Name)` line, compiled by ukb into a
-///        plugin on first use and loaded with dlopen (docs/adding-a-model.md). What `model = "sleigh.hpp"` in a config, `--model
+///        plugin on first use and loaded with dlopen (docs/adding-a-model.md).
+///        What `model = "sleigh.hpp"` in a config, `--model
 ///        sleigh.hpp` and `ukb models --file sleigh.hpp` use.
 ///
 /// A model file is code that runs with the user's rights: ukb compiles the

@@ -1,5 +1,6 @@
 /// @file mpi.hpp
-/// @brief Distributed runs over MPI (`mpirun -n P ukb run CONFIG`; docs/cluster.md): what the `ukb` executable does when MPI
+/// @brief Distributed runs over MPI (`mpirun -n P ukb run CONFIG`;
+/// docs/cluster.md): what the `ukb` executable does when MPI
 ///        launched it. Library ukb_mpi (built where MPI is found,
 ///        UKB_ENABLE_MPI).
 #pragma once

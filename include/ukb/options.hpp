@@ -126,7 +126,8 @@ struct EngineOptions {
 };
 
 /// What an evaluation or an integration does: the `[integrator]` and
-/// `[stabilization]` tables of a `ukb run` config (docs/config.md). `evaluate` uses rank_rtol and the Baumgarte settings only.
+/// `[stabilization]` tables of a `ukb run` config (docs/config.md). `evaluate`
+/// uses rank_rtol and the Baumgarte settings only.
 struct RunOptions {
   Method method = Method::rk4;  ///< integration method
   double dt = 1e-3;             ///< rk4: the step size (> 0); dopri5: the first trial step (0: automatic)

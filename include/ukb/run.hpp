@@ -192,7 +192,8 @@ struct ExecuteOptions {
   /// with the other backend's results before they are compared, to plant
   /// an error.
   std::function<void(Results& other)> crosscheck_tamper = {};
-  /// The ranks of a distributed run (`mpirun -n P ukb run`, docs/cluster.md), set by the `ukb` executable when MPI launched it; every
+  /// The ranks of a distributed run (`mpirun -n P ukb run`, docs/cluster.md),
+  /// set by the `ukb` executable when MPI launched it; every
   /// rank calls execute, rank 0 writes the files, which are those of one
   /// process. Null: one process.
   Cluster* cluster = nullptr;

@@ -83,7 +83,8 @@ def models():
 
 def model(name_or_path, *, cuda=False):
     """One model: a built-in model's name, or a model file "path.hpp" or
-    "path.hpp:Name" (compiled into a plugin on first use and cached; docs/adding-a-model.md). `cuda=True` also compiles the file for the cuda
+    "path.hpp:Name" (compiled into a plugin on first use and cached;
+    docs/adding-a-model.md). `cuda=True` also compiles the file for the cuda
     backend. A ukb.Model is returned as it is."""
     if isinstance(name_or_path, Model):
         return name_or_path

@@ -589,7 +589,8 @@ int cmd_run(const RunArgs& a) {
       throw UsageError("--crosscheck-samples: expected an integer in [1, 1000000], got '" +
                        ukb::printable(a.crosscheck_samples, 80) + "'");
   }
-  // UKB_CROSSCHECK_PERTURB=SAMPLE (docs/crosscheck.md): an error of 1e-6 planted in that sample's final positions on the
+  // UKB_CROSSCHECK_PERTURB=SAMPLE (docs/crosscheck.md): an error of 1e-6
+  // planted in that sample's final positions on the
   // other backend, to see a CI step fail as it should.
   std::function<void(ukb::run::Results&)> tamper;
   if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && cross) {

@@ -1,4 +1,5 @@
-// The ranks of a distributed run (`mpirun -n P ukb run`; docs/cluster.md): what the driver (driver.cpp) needs of them, implemented with
+// The ranks of a distributed run (`mpirun -n P ukb run`; docs/cluster.md): what
+// the driver (driver.cpp) needs of them, implemented with
 // MPI in src/mpi/cluster.cpp, so that the ukb_run library itself needs no
 // MPI. Internal to ukb.
 //

@@ -1,6 +1,8 @@
 /// @file plugin/entry.hpp
 /// @brief The versioned C entry points of a model-file plugin (a shared
-///        object that ukb compiles from a model header; docs/adding-a-model.md). The loader calls `ukb_plugin_abi_v1` first and touches
+///        object that ukb compiles from a model header;
+///        docs/adding-a-model.md). The loader calls `ukb_plugin_abi_v1` first
+///        and touches
 ///        nothing else of a plugin whose answer is not its own ABI string
 ///        (ukb version, compilers and flags): ModelInfo crosses the
 ///        boundary as a C++ object, which only the same compiler and flags
