@@ -11,10 +11,14 @@ scripts/install_deps.sh
 jobs="${UKB_JOBS:-2}"
 # The demo runs on the CPU backend: a CPU-only build is quicker to make.
 build=build-demo
-echo "== Building ukb in $build/ (CPU backend; the first build takes a minute or two)..."
+echo "== Building ukb and its Python module in $build/ (CPU backend; the first build takes about 3 minutes on 2 cores)..."
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUKB_ENABLE_CUDA=OFF -DUKB_BUILD_TESTS=OFF \
       -DUKB_BUILD_BENCH=OFF -DUKB_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" -j"$jobs" --target ukb_cli >/dev/null
+targets=(ukb_cli)
+# The Python module too where it is configured (Python's development files
+# and pybind11 found), so that PYTHONPATH=build-demo/python works after the demo.
+if grep -q '^UKB_PYTHON:BOOL=ON' "$build/CMakeCache.txt"; then targets+=(ukb_python); fi
+cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
 
 out=build-demo/ring_friction
 start=$(date +%s%N)
@@ -65,5 +69,6 @@ echo "   summary.json               counts per status; statistics and histograms
 echo "   trajectories.csv           samples 0-3 every 5 steps"
 echo "   run.json                   the resolved config, seed, version, backend, threads, wall time"
 echo "   plots/                     histograms, observables against mu, trajectories (PNG)"
-echo "Next: edit examples/ring_friction.toml (docs/config.md), build/bin/ukb --help,"
-echo "and scripts/test.sh to run the test suite."
+echo "Next: edit examples/ring_friction.toml (docs/config.md), $build/bin/ukb --help,"
+[ -f "$build/python/ukb/__init__.py" ] && echo "PYTHONPATH=$build/python /usr/bin/python3 (import ukb; docs/python.md),"
+echo "a model of your own (docs/adding-a-model.md), and scripts/test.sh to run the test suite."
