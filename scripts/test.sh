@@ -77,10 +77,10 @@ stamp "default build (build/), x86-64 baseline"
 # linked but never run: there it is compiled to PTX only (CUDA architecture
 # 90-virtual: cicc compiles every kernel, ptxas does not assemble them for
 # sm_90), with cicc at -O1 (the host code and every flag that decides what
-# compiles stay as released): engine.cu in 23-25 s, against 37-43 s with
-# ptxas at -O1 and 115 s as released. With a GPU, the device code the GPU
+# compiles stay as released): a fraction of the released compile time.
+# With a GPU, the device code the GPU
 # tests run is built as released (-O3, PTX and code for sm_90).
-# The Eigen baseline benchmark (bench/baseline_eigen.cpp, 60-85 s of g++)
+# The Eigen baseline benchmark (bench/baseline_eigen.cpp, a long compile)
 # is no test's: bench/compare.sh builds and checks it.
 # (Both settings are given either way: they stay in build/'s cache. With a
 # GPU that is not sm_90, set UKB_CUDA_ARCHITECTURES, e.g. to native.)
@@ -107,20 +107,19 @@ stop_tree() {
 }
 
 # Stage 2, in a function: it runs in the background beside the sanitizer
-# build (its steps leave a core idle part of the time: about 70 s on their
-# own on 2 cores, most of it single-threaded compiles and runs). Its output
+# build (its steps leave a core idle part of the time: most of them are
+# single-threaded compiles and runs). Its output
 # goes to build/stage2.log, shown when it ends; a failure of stage 2 or of
 # the sanitizer build stops the other and the script.
 stage2() {
   rm -rf build/install build/custom_model build/model-cache-install
   cmake --install build --prefix build/install >/dev/null
   mkdir -p build/custom_model
-  # Single-threaded work side by side (this stage took 62-83 s one step after
-  # the other on 2 cores, 38-46 s so): the installed `ukb run` compiles the
-  # model file into its plugin (one g++, about 14 s) and runs it on cpu while
-  # custom_model compiles (its main.cpp by g++, about 35 s, and with CUDA its
-  # model's .cu by nvcc); then the two runs on the reference backend (one
-  # thread each, about 10 s) at once. A failure stops the stage and the job
+  # Single-threaded work side by side (about 40 % less time than one step
+  # after the other on 2 cores): the installed `ukb run` compiles the model
+  # file into its plugin (one g++) and runs it on cpu while custom_model
+  # compiles (its main.cpp by g++, and with CUDA its model's .cu by nvcc);
+  # then the two runs on the reference backend (one thread each) at once. A failure stops the stage and the job
   # beside it, with its children (the trap).
   trap 'stop_tree $(jobs -p)' EXIT
   model_file_run() {  # model_file_run BACKEND &  (always a job: exec makes the job ukb itself)

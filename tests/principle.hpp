@@ -23,7 +23,7 @@ inline MatrixXd null_space(const MatrixXd& A, double rtol = 1e-10) {
 
 /// Symmetric positive definite square root of a symmetric positive definite
 /// M, from its SVD M = V S V^T (the SVD of null_space: one decomposition
-/// fewer for the compiler than an eigensolver, about 8 s of g++ at -O0).
+/// fewer for the compiler than an eigensolver).
 /// For an indefinite M this would be |M|^(1/2): the callers pass mass
 /// matrices, positive definite.
 inline MatrixXd sym_sqrt(const MatrixXd& M) {

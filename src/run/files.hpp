@@ -126,9 +126,9 @@ struct Fnv {
 /// piece by piece; the last word zero-padded), then on their count, each
 /// step followed by h ^= h >> 32: the checksum checkpoints are written with
 /// (trailer "FNV64WX "; those of Fnv over the bytes, trailer "FNV1A64 ",
-/// are still read). One multiply per 8 bytes instead of per byte (the
-/// 184 MB checkpoint of 10^6 ring samples took 0.23 s to checksum byte by
-/// byte). The shift carries a difference in a word's high bits down to the
+/// are still read). One multiply per 8 bytes instead of per byte (byte by
+/// byte, the checksum of a large run's checkpoint took a noticeable share of
+/// its time). The shift carries a difference in a word's high bits down to the
 /// low ones, which the next multiply spreads up again: without it, a
 /// multiply only carries differences upwards, and flipping the sign bits of
 /// two doubles left the sum unchanged. Not a CRC: some patterns of three

@@ -31,8 +31,7 @@ namespace detail {
 // function of its own (noinline): inlined, the calls for every model make
 // one function as large as all of them together, whose optimisation and
 // code generation cost more than the same code in one function per model
-// (clang 14 with the sanitizers, tests/test_stabilization.cpp's unit: the
-// 8 for_each functions took 24 of its 70 s of function optimisation).
+// (clang with the sanitizers most of all).
 template <class Mo, class F>
 [[gnu::noinline]] constexpr void for_one(F& f) {
   f.template operator()<Mo>();

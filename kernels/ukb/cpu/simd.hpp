@@ -33,9 +33,9 @@ namespace stdx = std::experimental;
 /// 2 or 4; stdx::simd_abi::deduce_t), whose operations g++ inlines
 /// (libstdc++ marks them always_inline), else a fixed_size pack of several
 /// registers, whose operations g++ may call out of line. The same
-/// operations either way, so the same results (measured on AVX-512 with
-/// the changes that came with it: W1 1.9x faster in double, 2.1x in float;
-/// bench/README.md, "Native packs and a sharper Gram certificate").
+/// operations either way, so the same results, and faster with the native
+/// pack (bench/results/2026-11-26/NOTES.md, "Native packs and a sharper
+/// Gram certificate").
 template <class T, int W>
 using Pack = stdx::simd<T, stdx::simd_abi::deduce_t<T, W>>;
 

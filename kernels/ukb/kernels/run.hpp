@@ -151,10 +151,8 @@ UKB_HD void integrate_method(const BatchView<Mo>& v, Source& src, const RunSetti
 /// Run: the run of s.method (integrate_method) where void, else that run
 /// alone (SystemRun: RK4, AdaptiveRun: Dormand–Prince). The CUDA backend
 /// launches the kernel of s.method's run, so that an RK4 thread does not
-/// carry Dormand–Prince's stages (nvcc 13.0 -Xptxas -v, sm_90, -O3: the
-/// ring in double had 238 registers and a 2368-byte stack frame per thread
-/// in the kernel of both runs, 202 and 1832 bytes with RK4 alone; the
-/// 6-link chain 12224 bytes of stack, 8192 with RK4 alone).
+/// carry Dormand–Prince's stages (fewer registers and less stack per
+/// thread; bench/kernel_registers.sh prints them).
 template <Model Mo, class Run = void>
 struct IntegrateBody {
   using T = typename Mo::Scalar;

@@ -240,13 +240,10 @@ UKB_NOINLINE UKB_HD typename Lanes<V>::LaneStatus uk_accel_call(const V* q, cons
 /// copies of their arguments: an out-of-line call takes the addresses of
 /// its arguments, and were they the caller's own arrays (the run's state,
 /// its parameters) nvcc would keep them in local memory for the whole
-/// kernel instead of in registers (nvcc 13.0, sm_90, -O3, the ring's RK4
-/// kernel in double: a 1832-byte stack frame and 202 registers, 208 bytes
-/// and 222 registers with the copies; bench/README has every model). The
-/// larger models' state does not fit in the 255 registers anyway: copies
-/// there moved their stack down but their spill stores up (the 6-link
-/// chain's Dormand–Prince kernel: 1504 to 8286 bytes), so they pass their
-/// arrays as they are. Among the small models, those already at 255
+/// kernel instead of in registers (bench/kernel_registers.sh prints every
+/// kernel's registers, stack and spills). The larger models' state does not
+/// fit in the 255 registers anyway: copies there moved their stack down but
+/// their spill stores up, so they pass their arrays as they are. Among the small models, those already at 255
 /// registers (planar_chain_3, rolling_disk, rolling_sphere) also traded
 /// stack for more spill stores; whether any of this is faster on a GPU is
 /// not measured yet.
@@ -255,9 +252,7 @@ inline constexpr bool inlined_accel = Mo::n < 8;
 
 /// Whether RK4's run inlines its rare paths in GPU device code too
 /// (fixed_run.hpp): the models of at most 4 coordinates, whose step then
-/// fits in the registers (nvcc 13.0, sm_90, -O3: the ring's and the
-/// redundant pendulum's kernels at 168 and 164 registers with 48 and 64
-/// bytes of stack; with 5 and 6 coordinates, rolling_sphere and
+/// fits in the registers (with 5 and 6 coordinates, rolling_sphere and
 /// planar_chain_3, inlining turned stack into spill stores).
 template <Model Mo>
 inline constexpr bool inlined_rare = Mo::n <= 4;
