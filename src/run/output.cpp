@@ -28,6 +28,18 @@ char* put_g17(char* out, double v) {
   return std::to_chars(out, out + 32, v, std::chars_format::general, 17).ptr;
 }
 
+// The status names by code, and last "unknown" (the name of a code of no
+// status, which no table has); status_of(names, code) picks one.
+std::vector<std::string> status_names() {
+  std::vector<std::string> names;
+  for (int s = 0; is_valid_status(s); ++s) names.push_back(status_name(static_cast<Status>(s)));
+  names.push_back(status_name(static_cast<Status>(names.size())));
+  return names;
+}
+const std::string& status_of(const std::vector<std::string>& names, std::int32_t code) {
+  return names[is_valid_status(code) ? static_cast<std::size_t>(code) : names.size() - 1];
+}
+
 }  // namespace
 
 std::vector<std::string> earlier_outputs(const fs::path& dir) {
@@ -53,16 +65,11 @@ std::string g17(double v) {
 
 void write_npy(std::ostream& f, const Table& table) {
   static_assert(std::endian::native == std::endian::little, "the .npy writer assumes little endian");
-  // The status names by code (a code of no status, which no table has, is
-  // "unknown"), looked up per row rather than made.
-  std::vector<std::string> names;
-  for (int s = 0; is_valid_status(s); ++s) names.push_back(status_name(static_cast<Status>(s)));
-  names.push_back(status_name(static_cast<Status>(names.size())));
-  const auto name_of = [&](std::int32_t s) -> const std::string& {
-    return names[s >= 0 && static_cast<std::size_t>(s) < names.size() ? static_cast<std::size_t>(s) : names.size() - 1];
-  };
+  // The status names made once and looked up per row, padded with NULs to
+  // the widest in the table.
+  std::vector<std::string> names = status_names();
   std::size_t width = 1;
-  for (std::int32_t s : table.status) width = std::max(width, name_of(s).size());
+  for (std::int32_t s : table.status) width = std::max(width, status_of(names, s).size());
   for (std::string& n : names) n.resize(std::max(n.size(), width), '\0');
   std::string descr = "[";
   auto field = [&](const std::string& name, const std::string& type) {
@@ -100,7 +107,7 @@ void write_npy(std::ostream& f, const Table& table) {
     char* out = block.data();
     for (std::size_t r = r0; r < r1; ++r)
       for (std::size_t k = 0; k <= table.cols.size(); ++k) {
-        if (k == table.status_at) out = std::copy_n(name_of(table.status[r]).data(), width, out);
+        if (k == table.status_at) out = std::copy_n(status_of(names, table.status[r]).data(), width, out);
         if (k < table.cols.size()) {
           const Column& col = table.cols[k];
           std::memcpy(out, col.integer ? static_cast<const void*>(&col.i[r]) : static_cast<const void*>(&col.d[r]), 8);
@@ -121,9 +128,7 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
   f << '\n';
   // The rows in blocks, formatted side by side (the formatting of numbers,
   // not the writing, is most of the time), written in order.
-  std::vector<std::string> names;  // by status code; a code of no status (none is in a table) is "unknown"
-  for (int s = 0; is_valid_status(s); ++s) names.push_back(status_name(static_cast<Status>(s)));
-  names.push_back(status_name(static_cast<Status>(names.size())));
+  const std::vector<std::string> names = status_names();
   std::size_t widest_status = 0;
   for (const std::string& n : names) widest_status = std::max(widest_status, n.size());
   const std::size_t row_max = (ncols + 1) * 33 + widest_status + 1;  // 32 per number, a comma each
@@ -150,7 +155,7 @@ void write_csv(std::ostream& f, const Table& table, int threads) {
           if (k == table.status_at) {
             if (k) *p++ = ',';
             const int code = table.status[r];
-            const std::string& name = names[is_valid_status(code) ? static_cast<std::size_t>(code) : names.size() - 1];
+            const std::string& name = status_of(names, code);
             p = std::copy(name.begin(), name.end(), p);
           }
           if (k < ncols) {

@@ -31,6 +31,15 @@ void select_ranks(std::vector<double>& s, const std::vector<std::size_t>& ranks)
   select_ranks(s, ranks, 0, ranks.size(), 0, s.size());
 }
 
+// The values at the ascending positions `ranks` of s once select_ranks has
+// put them there.
+std::vector<double> selected(std::vector<double>& s, const std::vector<std::size_t>& ranks) {
+  select_ranks(s, ranks);
+  std::vector<double> out(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r) out[r] = s[ranks[r]];
+  return out;
+}
+
 // The values a sort of v would put at the ascending positions `ranks`, v's
 // values lying in [lo, hi]. Counted first: each value falls into one of 2^16
 // equal buckets of [lo, hi] (floor((x - lo) * scale): non-decreasing in x,
@@ -50,9 +59,7 @@ std::vector<double> order_statistics(const std::vector<double>& v, double lo, do
   const double scale = static_cast<double>(kBuckets) / width;
   if (v.size() <= kSmall || !std::isfinite(width) || !std::isfinite(scale)) {
     std::vector<double> s = v;
-    select_ranks(s, ranks);
-    for (std::size_t r = 0; r < ranks.size(); ++r) out[r] = s[ranks[r]];
-    return out;
+    return selected(s, ranks);
   }
   const auto bucket = [&](double x) {
     return std::min(static_cast<std::size_t>((x - lo) * scale), kBuckets - 1);
@@ -83,12 +90,8 @@ std::vector<double> order_statistics(const std::vector<double>& v, double lo, do
     std::vector<double>& e = gathered[g];
     const auto [e_lo, e_hi] = std::minmax_element(e.begin(), e.end());
     // A bucket with all of v in it would not get smaller: select there.
-    const std::vector<double> found = e.size() < v.size() ? order_statistics(e, *e_lo, *e_hi, local) : [&] {
-      select_ranks(e, local);
-      std::vector<double> f(local.size());
-      for (std::size_t k = 0; k < local.size(); ++k) f[k] = e[local[k]];
-      return f;
-    }();
+    const std::vector<double> found =
+        e.size() < v.size() ? order_statistics(e, *e_lo, *e_hi, local) : selected(e, local);
     for (std::size_t k = 0; k < at.size(); ++k) out[at[k]] = found[k];
   }
   return out;

@@ -15,7 +15,7 @@ import ukb
 
 def python_page_blocks(source_dir):
     with open(os.path.join(source_dir, "docs", "python.md")) as f:
-        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        return ["\n".join(body) + "\n" for _, kind, body, _ in snippets(f.read()) if kind == "python"]
 
 
 def test_the_python_pages_examples_run_and_say_what_they_claim(source_dir, tmp_path, monkeypatch):
