@@ -457,8 +457,9 @@ def compare(config, a, b, *, names=("a", "b")):
     """Compares two results tables of the same samples of a run of `config`
     (a dict or a path, as for ukb.run): the tables of ukb.run on two
     backends, say, or of two versions. The rules of `ukb run --crosscheck`
-    (docs/crosscheck.md: counters and statuses
-    exactly, event times to event_tol, states and energies to a tolerance
+    (docs/crosscheck.md: statuses and counters exactly, or within 2 + 1 %
+    with dopri5, the work counters rejected and rhs_evals reported only,
+    event times to event_tol, states and energies to a tolerance
     derived from the integrator), rows matched by `sample` (every sample of
     b must be in a). Returns the report as a dict (crosscheck.json's
     layout): "pass", "verdict", and per column max_abs, max_rel,
