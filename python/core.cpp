@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ukb/crosscheck.hpp"
+#include "ukb/cuda.hpp"
 #include "ukb/model_file.hpp"
 #include "ukb/registry.hpp"
 #include "ukb/run.hpp"
@@ -568,6 +569,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("evaluate", &evaluate);
   m.def("initial_states", &initial_states);
   m.def("residuals", &residuals);
+  m.def("cuda_devices", [] {
+    std::string why;
+    const int n = ukb::cuda::device_count(&why);
+    return py::make_tuple(n, why);
+  });
   m.def("default_rank_rtol", [] { return ukb::policy::default_rank_rtol<double>(); });
   m.def("simulate", &simulate);
   m.def("run", &run);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "ukb/cuda.hpp"
 #include "worst.hpp"
 
 namespace ukb::test {
@@ -328,6 +330,19 @@ TEST(ModelFiles, BadFilesSayWhereAndWhat) {
     ++checked;
   }
   EXPECT_GE(checked, 13);
+  // Through a config (`ukb run`, and so ukb.run's ConfigError): the
+  // compiler's diagnostics keep their lines, each beginning with FILE:LINE,
+  // under the config's location of the key.
+  {
+    const fs::path cfg = fresh_dir("bad_run") / "c.toml";
+    std::ofstream(cfg) << "model = " << std::quoted((kBad / "bad_syntax.hpp").string()) << "\nsamples = 1\n";
+    const CliRun r = ukb_with_cache(cache, "run " + sh(cfg) + " --out " + sh(cfg.parent_path() / "o"));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("c.toml:1:9: key 'model': model file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("does not compile:\n" + (kBad / "bad_syntax.hpp").string() + ":"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("\\x0a"), std::string::npos) << "newlines escaped: " << r.err;
+  }
   // Nothing but the entries' lock files (empty, ".NAME.lock").
   std::string left;
   if (fs::exists(cache))
@@ -540,6 +555,23 @@ TEST(ModelFiles, ModelsThatContradictTheirOwnDeclarationsAreRefused) {
 TEST(ModelFiles, ReadmeShowsTheSleighModelFileVerbatim) {
   // The documentation's smallest complete header is the tested example.
   EXPECT_NE(slurp(kSource / "docs" / "adding-a-model.md").find(slurp(kModels / "sleigh.hpp")), std::string::npos);
+}
+
+TEST(ModelFiles, CudaWithoutADeviceIsRefusedBeforeAnyCompile) {
+  // `ukb accel --backend cuda` of a model file where there is no device:
+  // refused at once (a cuda plugin takes half a minute to compile), saying
+  // that there is no device rather than suggesting a driver upgrade.
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is here: nothing to refuse";
+  const fs::path cache = fresh_dir("no_device") / "cache";
+  const CliRun r =
+      ukb_with_cache(cache, "accel --model " + sh(kModels / "sleigh.hpp") + " --q 0,0,0 --qd 1,0,0 --backend cuda");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--backend cuda: "), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("no CUDA device here") != std::string::npos ||
+              r.err.find("built without CUDA") != std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("compiling"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(cache) && !fs::is_empty(cache)) << "nothing compiled into the cache";
 }
 
 TEST(ModelFiles, CudaPluginCompilesAndItsDeviceCodeIsChecked) {

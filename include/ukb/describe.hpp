@@ -38,7 +38,7 @@ class EnsembleOf final : public Ensemble {
       if constexpr (CudaInstance<Mo>::value) {
         mirror_ = backends::cuda::make_mirror<Mo>(N);
       } else {
-        throw BackendUnavailable(std::string("the cuda backend is not compiled for '") + Mo::name + "'");
+        throw BackendUnavailable(cuda_not_compiled(Mo::name));
       }
     }
   }

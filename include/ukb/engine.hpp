@@ -30,6 +30,22 @@
 
 namespace ukb {
 
+namespace detail {
+/// Why a model cannot run on cuda, and what to do: a model file's plugin
+/// loaded without its cuda backend is loaded again with it; a built-in
+/// model of a build without its cuda instance uses another backend.
+inline std::string cuda_not_compiled(const char* model) {
+#ifdef UKB_PLUGIN_ABI
+  return std::string("the cuda backend of the model file's model '") + model +
+         "' was not compiled: load the file with it (Python: ukb.model(PATH, cuda=True); C++: "
+         "load_model_file(PATH, {.cuda = true}); `ukb run` and `ukb accel` do so with --backend cuda)";
+#else
+  return std::string("the cuda backend is not compiled for '") + model +
+         "': use the cpu backend, or instantiate it (docs/adding-a-model.md)";
+#endif
+}
+}  // namespace detail
+
 /// Whether the cuda backend is compiled for model Mo: the built-in models,
 /// and a model of one's own for which `UKB_CUDA_MODEL(Mo)` is declared next
 /// to its cuda instantiation (docs/adding-a-model.md). Asking cuda for
@@ -63,8 +79,7 @@ void on_backend(Backend be, F&& f) {
         f.template operator()<backends::cuda::Entry>();
         return;
       } else {
-        throw BackendUnavailable(std::string("the cuda backend is not compiled for '") + Mo::name +
-                                 "': use the cpu backend, or instantiate it (docs/adding-a-model.md)");
+        throw BackendUnavailable(detail::cuda_not_compiled(Mo::name));
       }
   }
   throw std::invalid_argument("ukb: unknown backend");

@@ -108,6 +108,19 @@ def model(name_or_path, *, cuda=False):
 def _backend(backend):
     if backend not in _BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(_BACKENDS)}, got {backend!r}")
+
+
+def _model_on(model_, backend):
+    """The model a call on `backend` evaluates: on cuda, once a device is
+    found (a model file's cuda backend takes half a minute to compile), a
+    model file with its cuda backend, as `ukb run` and `ukb accel` load it."""
+    _backend(backend)
+    if backend != "cuda":
+        return model(model_)
+    count, why = _core.cuda_devices()
+    if count == 0:
+        raise BackendUnavailable(f"backend 'cuda': {why}; use backend='cpu' or 'reference'")
+    return model(model_, cuda=True)
     return backend
 
 
@@ -202,9 +215,8 @@ def accel(model, q, qd, t=0.0, backend="cpu", *, rank_rtol=None, params=None, **
     constraint_residual and inconsistent. Parameters by name (**kwparams,
     or a dict params= for names such as t or q); the others keep their
     defaults."""
-    M = globals()["model"](model)
+    M = _model_on(model, backend)
     params = _merge(params, kwparams, "params")
-    _backend(backend)
     qv = _float_array("q", q, (1,), f"an array of shape ({M.n},)")
     qdv = _float_array("qd", qd, (1,), f"an array of shape ({M.n},)")
     for name, v in (("q", qv), ("qd", qdv)):
@@ -302,8 +314,7 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     residual_limit, expected_rank, monitor, baumgarte_alpha/beta/gamma,
     projection_tol, projection_iters.
     """
-    M = globals()["model"](model)
-    _backend(backend)
+    M = _model_on(model, backend)
     q = _float_array("q0", q0, (1, 2), f"an array of shape (N, {M.n})")
     qd = _float_array("qd0", qd0, (1, 2), f"an array of shape (N, {M.n})")
     if q.ndim == 1:

@@ -299,14 +299,16 @@ int cmd_models(bool as_json, const std::string& file, const std::string& backend
 }
 
 int cmd_accel(const SystemArgs& a, double t, const std::string& backend, double rank_rtol) {
-  const ModelInfo& model = lookup_model(a.model, ukb::parse_backend(backend) == ukb::Backend::cuda);
+  // The backend first: a model file's cuda plugin takes half a minute to
+  // compile, not to be spent where there is no device.
+  const ukb::Backend be = check_backend(backend);
+  const ModelInfo& model = lookup_model(a.model, be == ukb::Backend::cuda);
   const std::vector<double> params = resolve_params(model, a.params);
   const std::vector<double> q = parse_vector(a.q, model.n, "--q", model);
   const std::vector<double> qd = parse_vector(a.qd, model.n, "--qd", model);
   if (!std::isfinite(t)) throw UsageError("--t: expected a finite number");
   if (!(rank_rtol >= 0 && rank_rtol < 1))
     throw UsageError("--rank-rtol: expected a number in [0, 1), got " + ukb::run::g17(rank_rtol));
-  const ukb::Backend be = check_backend(backend);
   // As `ukb run` (driver.cpp): the cpu and cuda backends factor the
   // diagonal that mass_diagonal gives, the reference all of `mass`.
   if (model.mass_diagonal_mismatch) {

@@ -69,14 +69,17 @@ class Parser {
   explicit Parser(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& msg) const {
+  [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& msg,
+                         bool keep_newlines = false) const {
     std::string where = path_;
     if (n && n->source().begin.line > 0)
       where += ":" + std::to_string(n->source().begin.line) + ":" +
                std::to_string(n->source().begin.column);
     // Keys and values from the file are shortened where they are echoed and
-    // escaped here: a message never drives the terminal.
-    throw ConfigError(where + ": " + (key.empty() ? "" : "key '" + printable(key, 80) + "': ") + printable(msg));
+    // escaped here: a message never drives the terminal. A message of
+    // several lines (a compiler's diagnostics) keeps its lines.
+    throw ConfigError(where + ": " + (key.empty() ? "" : "key '" + printable(key, 80) + "': ") +
+                      printable(msg, 0, keep_newlines));
   }
 
   // Rejects keys of t that are not in `allowed`, suggesting the closest.
@@ -355,7 +358,7 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
       c.model_hash = open_model_file(fs::weakly_canonical(fs::absolute(p, ec), ec).string(), {.cuda = false, .progress = true})
                          .content_hash;
     } catch (const ModelFileError& e) {
-      P.fail(model, "model", e.what());
+      P.fail(model, "model", e.what(), /*keep_newlines=*/true);
     }
   } else {
     c.model = find_model(name);

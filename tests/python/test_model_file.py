@@ -42,3 +42,30 @@ def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
     j = cli_json("accel", "--model", path, "--param", "mu=0.25", "--q", "0.4,0", "--qd", "0.3,0")
     assert list(a.qdd) == j["qdd"]
     np.testing.assert_allclose(a.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)
+
+
+def test_a_model_file_on_cuda_loads_its_cuda_backend_or_says_there_is_no_device(tmp_path, source_dir, monkeypatch):
+    # backend="cuda" with a model file's path: the file is loaded with its
+    # cuda backend (as `ukb accel --backend cuda` does) once a device is
+    # found; where there is none, BackendUnavailable says so before anything
+    # is compiled. A ukb.Model loaded without it names the fix.
+    monkeypatch.setenv("UKB_CACHE_DIR", os.environ.get("UKB_TEST_MODEL_CACHE", str(tmp_path / "cache")))
+    path = os.path.join(source_dir, "examples", "models", "spring_block.hpp")
+    count, _ = ukb._core.cuda_devices()
+    if count == 0:
+        for call in (lambda: ukb.accel(path, [0.4, 0.0], [0.3, 0.0], backend="cuda"),
+                     lambda: ukb.simulate(path, [[0.4, 0.0]], [[0.3, 0.0]], dt=1e-3, steps=2, backend="cuda")):
+            try:
+                call()
+            except ukb.BackendUnavailable as e:
+                assert "backend 'cuda'" in str(e) and "backend='cpu'" in str(e), str(e)
+            else:
+                raise AssertionError("no device, yet the cuda backend ran")
+        return
+    a = ukb.accel(path, [0.4, 0.0], [0.3, 0.0], mu=0.25, backend="cuda")
+    np.testing.assert_allclose(a.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)
+    M = ukb.model(path)  # the cpu plugin alone
+    try:
+        ukb.accel(M, [0.4, 0.0], [0.3, 0.0], backend="cuda")
+    except ukb.BackendUnavailable as e:
+        assert "cuda=True" in str(e), str(e)

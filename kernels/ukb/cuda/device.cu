@@ -108,7 +108,17 @@ int device_count(std::string* why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+    // Without a GPU the runtime finds no driver and says "driver version is
+    // insufficient": that is no reason to upgrade a driver.
+    if (why) {
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      *why = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice
+                 ? "no CUDA device here (no NVIDIA GPU, or no driver for CUDA " + std::to_string(runtime / 1000) +
+                       "." + std::to_string(runtime % 1000 / 10) + "; the CUDA runtime says: " +
+                       cudaGetErrorString(err) + ")"
+                 : std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+    }
     return 0;
   }
   if (count == 0) {
