@@ -15,7 +15,8 @@
 #     40 samples of its config) by the installed `ukb run` and by `ukb.run`,
 #     with the same results.csv; with --against, that results.csv agrees
 #     with the first 40 rows of RESULTS_CSV (another build's run of the
-#     example's config) to 1e-9 relative (above 1) in every number.
+#     example's config) to 1e-9 relative (above 1) in every number;
+#  4. `python -m ukb.plot` draws that run's pictures (where matplotlib is).
 #
 # --quick-compile builds the wheel at -O0 without CUDA (what scripts/test.sh
 # checks is the packaging, not the optimised code, which the suite's builds
@@ -100,3 +101,13 @@ if against:
             worst = max(worst, d)
     print(f"== ukb: and agrees with {against} (largest difference {worst:.1e}, relative above 1)")
 PY
+
+# The pictures of a run, installed with ukb (numpy and matplotlib: Debian's,
+# seen through --system-site-packages).
+if "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  "$venv/bin/python" -m ukb.plot cli > plot.log
+  [ -s cli/plots/hist_t_stop.png ] || { echo "python -m ukb.plot wrote no cli/plots/hist_t_stop.png:" >&2; cat plot.log >&2; exit 1; }
+  echo "== ukb: python -m ukb.plot: $(tail -n 1 plot.log)"
+else
+  echo "== ukb: python -m ukb.plot not run: no matplotlib here"
+fi

@@ -1,7 +1,8 @@
-#!/usr/bin/python3
-"""Pictures of a `ukb run` output directory.
+"""Pictures of a `ukb run` output directory (docs/outputs.md).
 
-    scripts/plot.py OUT_DIR [--max-points N]
+    python3 -m ukb.plot OUT_DIR [--max-points N]      # installed with ukb
+    scripts/plot.py OUT_DIR [--max-points N]          # in the source tree
+    ukb.plot.plot_run(OUT_DIR, max_points=20000)      # from Python: the paths written
 
 Reads results.npy (or results.csv), run.json and trajectories.csv from
 OUT_DIR and writes PNGs into OUT_DIR/plots/:
@@ -13,7 +14,9 @@ OUT_DIR and writes PNGs into OUT_DIR/plots/:
                                      evenly spaced in sample order)
   trajectories.png                   the recorded samples against time
 
-Uses Debian's python3-numpy and python3-matplotlib (no display needed).
+Uses numpy and matplotlib (Debian's python3-numpy and python3-matplotlib;
+no display needed; matplotlib is imported when a plot is drawn, not with
+ukb). Needs nothing of ukb's compiled part.
 """
 import argparse
 import csv
@@ -21,11 +24,7 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
 SUCCESS = (b"finished", b"at_rest")
 # Observables plotted against the inputs: what a study asks about.
@@ -71,20 +70,25 @@ def safe(name):
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out_dir")
-    ap.add_argument("--max-points", type=int, default=20000)
-    args = ap.parse_args()
-    out = args.out_dir
+def plot_run(out, max_points=20000):
+    """Writes the PNGs of the `ukb run` output directory `out` into
+    out/plots/ and returns their paths. ValueError where `out` is not such a
+    directory; ImportError where matplotlib is missing."""
+    # Figures of their own (no pyplot): nothing global, such as a notebook's
+    # backend, is changed.
+    from matplotlib.figure import Figure
+
+    out = os.fspath(out)
     if not os.path.isdir(out):
-        sys.exit(f"plot.py: '{out}' is not a directory (expected the output of `ukb run`)")
+        raise ValueError(f"'{out}' is not a directory (expected the output of `ukb run`)")
+    if not (isinstance(max_points, int) and max_points >= 1):
+        raise ValueError(f"max_points: expected an integer >= 1, got {max_points!r}")
     try:
         with open(os.path.join(out, "run.json")) as f:
             run = json.load(f)
         res = load_results(out)
     except OSError as e:
-        sys.exit(f"plot.py: {e} (expected the output of `ukb run`)")
+        raise ValueError(f"{e} (expected the output of `ukb run`)") from None
     model = run["config"]["model"]
     plots = os.path.join(out, "plots")
     os.makedirs(plots, exist_ok=True)
@@ -102,7 +106,8 @@ def main():
         v = v[np.isfinite(v)]
         if v.size == 0 or np.all(v == v[0]):
             continue  # nothing to show (e.g. a velocity that is zero at rest)
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig = Figure(figsize=(6, 4))
+        ax = fig.subplots()
         ax.hist(v, bins=min(60, max(10, int(np.sqrt(v.size)))), color="tab:blue")
         ax.set_xlabel(obs)
         ax.set_ylabel("samples")
@@ -110,10 +115,9 @@ def main():
         fig.tight_layout()
         path = os.path.join(plots, f"hist_{safe(obs)}.png")
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         written.append(path)
 
-    step = max(1, len(res) // args.max_points)
+    step = max(1, len(res) // max_points)
     sub = res[::step]
     headline = [o for o in observables if o.endswith(HEADLINE_SUFFIXES) or o in HEADLINE]
     headline = [o for o in headline if not (o.startswith("q_") or o.startswith("qd_"))]
@@ -122,7 +126,8 @@ def main():
             y = np.asarray(sub[obs], dtype=float)
             if not np.any(np.isfinite(y)) or np.nanmin(y) == np.nanmax(y):
                 continue
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig = Figure(figsize=(6, 4))
+            ax = fig.subplots()
             for st in np.unique(sub["status"]):
                 m = sub["status"] == st
                 ax.scatter(sub[x][m], y[m], s=2, alpha=0.5, label=st.decode())
@@ -133,14 +138,14 @@ def main():
             fig.tight_layout()
             path = os.path.join(plots, f"scatter_{safe(obs)}_vs_{safe(x)}.png")
             fig.savefig(path, dpi=110)
-            plt.close(fig)
             written.append(path)
 
     traj, tnames = load_trajectories(out)
     if traj is not None and traj["sample"]:
         natural = [n for n in tnames if n not in ("sample", "t", "status") and not n.startswith("q")]
         shown = natural or [n for n in tnames if n.startswith("q_")]
-        fig, axes = plt.subplots(len(shown), 1, figsize=(7, 2.2 * len(shown) + 0.6), sharex=True, squeeze=False)
+        fig = Figure(figsize=(7, 2.2 * len(shown) + 0.6))
+        axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)
         samples = sorted(set(traj["sample"]), key=int)
         t = np.array(traj["t"], dtype=float)
         s = np.array(traj["sample"])
@@ -156,10 +161,22 @@ def main():
         fig.tight_layout()
         path = os.path.join(plots, "trajectories.png")
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         written.append(path)
 
-    print(f"plot.py: {len(written)} PNGs in {plots}/")
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m ukb.plot", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out_dir")
+    ap.add_argument("--max-points", type=int, default=20000)
+    args = ap.parse_args(argv)
+    try:
+        written = plot_run(args.out_dir, args.max_points)
+    except (ValueError, ImportError) as e:
+        sys.exit(f"ukb.plot: {e}")
+    print(f"ukb.plot: {len(written)} PNGs in {os.path.join(args.out_dir, 'plots')}/")
 
 
 if __name__ == "__main__":

@@ -263,3 +263,26 @@ def test_summary_statistics_are_numpys_of_the_table(source_dir):
                 assert abs(s["std"] - v.std(ddof=1)) <= 1e-12 * max(v.std(ddof=1), np.spacing(spread)), name
             checked.add(name)
     assert {"theta_final", "t_stop", "q_x_final"} <= checked
+
+
+def test_the_pictures_of_a_run_come_with_the_module(tmp_path):
+    # ukb.plot (python -m ukb.plot; scripts/plot.py in the source tree):
+    # the histograms, scatters against the sampled input and the recorded
+    # trajectories of a run, as PNGs; bad directories are a ValueError.
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is missing (scripts/install_deps.sh installs it)")
+    import ukb.plot
+    cfg = {"model": "bead_on_ring", "samples": 60, "seed": 3,
+           "integrator": {"dt": 0.01, "t_end": 20.0},
+           "params": {"mu": {"dist": "uniform", "min": 0.1, "max": 0.4}},
+           "output": {"record": [0, 1], "record_every": 10}}
+    ukb.run(cfg, out=tmp_path / "o", progress=False)
+    written = ukb.plot.plot_run(tmp_path / "o")
+    names = sorted(os.path.basename(p) for p in written)
+    for png in ("hist_theta_final.png", "hist_t_stop.png", "scatter_theta_final_vs_mu.png", "trajectories.png"):
+        assert png in names, names
+        with open(tmp_path / "o" / "plots" / png, "rb") as f:
+            assert f.read(4) == b"\x89PNG", png
+    with pytest.raises(ValueError, match="not a directory"):
+        ukb.plot.plot_run(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="expected the output of `ukb run`"):
+        ukb.plot.plot_run(tmp_path)
