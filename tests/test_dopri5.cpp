@@ -276,6 +276,73 @@ Batch<models::BeadOnRing<double>> beads_at_the_bottom(const std::vector<double>&
   return b;
 }
 
+// The rough ring whose handler resumes without changing anything: the
+// bead is left where its event (the sign of omega) is crossed at once.
+template <class T>
+struct StubbornRing : models::BeadOnRing<T> {
+  static constexpr const char* name = "stubborn_ring";
+  template <class U>
+  using rebind = StubbornRing<U>;
+  UKB_HD static EventAction on_event(T*, T*, T, const typename models::BeadOnRing<T>::Params&) {
+    return EventAction::resume;
+  }
+};
+
+TEST(Events, AResumeThatChangesNothingFailsAtTheEventInsteadOfLooping) {
+  // docs/adding-a-model.md, "The event contract": the next step's event is
+  // located within event_tol of its own start, the instant of the last one;
+  // the sample fails there with failed_event_loop (before, the time stood still and the
+  // handler was called until max_steps, for ever without one). On both
+  // backends, both methods, lanes and one at a time; the well-behaved ring
+  // (its handler zeroes omega or stops the bead) never fails so.
+  const std::vector<double> w = {0.5, 1.0, 2.0, 3.0};
+  auto beads = [&]<class Mo>(Mo*) {
+    Batch<Mo> b(static_cast<int>(w.size()));
+    for (int i = 0; i < b.size(); ++i) {
+      typename Mo::Params p{};
+      p.mu = 0.3;
+      b.set_params(i, p);
+      const double q[2] = {0, -1}, qd[2] = {w[static_cast<std::size_t>(i)], 0};
+      b.set_state(i, q, qd);
+    }
+    return b;
+  };
+  RunOptions dp{.method = Method::dopri5, .dt = 0, .t_end = 5.0};
+  dp.rtol = 1e-10;
+  dp.atol = {1e-12};
+  RunOptions rk4{.dt = 1e-3, .t_end = 5.0};
+  // Without the rule, max_steps instead of a run that never ends.
+  rk4.max_steps = dp.max_steps = 100000;
+  std::vector<double> first(w.size(), -1.0);  // each bead's instant, from the first run
+  for (const RunOptions& r : {rk4, dp}) {
+    for (Backend be : {Backend::cpu, Backend::reference}) {
+      for (bool simd : {true, false}) {
+        if (be == Backend::reference && !simd) continue;
+        SCOPED_TRACE(std::string(to_string(be)) + (r.method == Method::dopri5 ? " dopri5" : " rk4") +
+                     (simd ? "" : " one at a time"));
+        Batch<StubbornRing<double>> b = beads(static_cast<StubbornRing<double>*>(nullptr));
+        const Tally t = integrate(b, be, r, std::numeric_limits<long>::max(), EngineOptions{.threads = 1, .simd = simd});
+        EXPECT_EQ(t.failed, b.size());
+        Batch<models::BeadOnRing<double>> good = beads(static_cast<models::BeadOnRing<double>*>(nullptr));
+        EXPECT_EQ(integrate(good, be, r, std::numeric_limits<long>::max(), EngineOptions{.threads = 1, .simd = simd}).failed, 0);
+        for (int i = 0; i < b.size(); ++i) {
+          EXPECT_EQ(b.status(i), Status::failed_event_loop) << i;
+          EXPECT_EQ(b.events(i), 1) << i << ": the handler was called once";
+          EXPECT_GT(good.events(i), 0) << i << ": the well-behaved ring's handler was called too";
+          EXPECT_LT(b.t(i), 5.0) << i;
+          EXPECT_EQ(b.t_stop(i), b.t(i)) << i << ": t_stop is the instant it stopped at";
+          // At the turning point: omega (= the event function, R = 1) about 0.
+          const double omega = b.q(i, 0) * b.qd(i, 1) - b.q(i, 1) * b.qd(i, 0);
+          EXPECT_LT(std::abs(omega), 1e-6) << i;
+          double& t0 = first[static_cast<std::size_t>(i)];
+          if (t0 < 0) t0 = b.t(i);
+          EXPECT_NEAR(b.t(i), t0, 1e-6) << i << ": the same turning point on every route";
+        }
+      }
+    }
+  }
+}
+
 TEST(Dopri5, AStepBelowDtMinEndsThatSystemAlone) {
   // Six beads at the bottom of a frictionless ring, two of them spinning at
   // 3000 rad/s: with rtol = 1e-4 those need steps near 5e-5 < dt_min =

@@ -163,6 +163,43 @@ TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
   EXPECT_LT(worst_ref, 1e-9);
 }
 
+TEST(ModelFiles, AHandlerThatResumesInPlaceFailsTheSampleNotTheRun) {
+  if (sanitized) GTEST_SKIP() << "compiling a plugin under the sanitizers takes minutes; the main build runs it";
+  // The spring block whose on_event resumes without leaving the event
+  // (tests/data/model_files/resume_in_place.hpp), run as its example
+  // config (no max_steps): each sample fails with failed_event_loop at its
+  // first turning point, after one call of the handler, and the run ends
+  // (it used to call the handler for ever, the time standing still, deaf
+  // to SIGTERM), saying what to change. The closed form of the first half
+  // swing (about x = -D, D = mu m g / k): turning point c + hypot(x0 - c,
+  // v0 / w) at t = atan2(v0 / w, x0 - c) / w, c = -D.
+  const fs::path dir = fresh_dir("resume_in_place");
+  for (const std::string be : {"cpu", "reference"}) {
+    SCOPED_TRACE(be);
+    std::string text = slurp(example_config(dir, "spring_block", 20, be));
+    text = std::regex_replace(text, std::regex(R"(model = "[^"]*")"),
+                              "model = \"" + (kBad / "resume_in_place.hpp").string() + "\"");
+    write(dir / "c.toml", text);
+    const CliRun r = ukb_with_cache(example_cache(), "run " + sh(dir / "c.toml") + " --out " + sh(dir / be));
+    EXPECT_EQ(r.code, 1) << r.err;  // samples failed
+    EXPECT_NE((r.out + r.err).find("20 failed_event_loop"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.err.find("ukb run: warning: 20 of 20 samples failed with failed_event_loop"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("The event contract"), std::string::npos) << r.err;
+    const auto rows = read_csv(dir / be / "results.csv");
+    ASSERT_EQ(rows.size(), 20u);
+    const double k = 10, m = 1, g = 9.81, w = std::sqrt(k / m), x0 = 1, v0 = 0.5;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& row = rows[i];
+      EXPECT_EQ(row.at("status"), "failed_event_loop") << i;
+      EXPECT_EQ(row.at("events"), "1") << i;
+      const double c = -std::stod(row.at("mu")) * m * g / k;
+      EXPECT_NEAR(std::stod(row.at("x_final")), c + std::hypot(x0 - c, v0 / w), 1e-9) << i;
+      EXPECT_NEAR(std::stod(row.at("t_stop")), std::atan2(v0 / w, x0 - c) / w, 1e-8) << i;
+    }
+  }
+}
+
 TEST(ModelFiles, CacheReusesRebuildsAndNeverLoadsADamagedPlugin) {
   if (sanitized) GTEST_SKIP() << "compiling plugins under the sanitizers takes minutes; the main build runs it";
   const fs::path dir = fresh_dir("cache"), cache = dir / "cache";

@@ -311,6 +311,11 @@ std::vector<std::string> warnings(const Outcome& o) {
     w.push_back(std::to_string(o.projection_failure_samples) + of +
                 "projections that did not reach stabilization.tol in max_iter corrections (column "
                 "'projection_failures')");
+  if (const auto it = o.status_counts.find("failed_event_loop"); it != o.status_counts.end() && it->second > 0)
+    w.push_back(std::to_string(it->second) + " of " + std::to_string(o.samples) +
+                " samples failed with failed_event_loop: the model's on_event resumed them where their event is "
+                "crossed at once; a handler that resumes must set the watched quantity to zero or to its other "
+                "side (docs/adding-a-model.md, \"The event contract\")");
   return w;
 }
 

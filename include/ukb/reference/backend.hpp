@@ -55,6 +55,7 @@ template <Model Mo>
 struct RefRun {
   static constexpr int n = Mo::n;
   static constexpr std::int32_t started = 1;  // bits of ctrl, as kernels::RunCommon's
+  static constexpr std::int32_t resumed = 8;  // the last accepted step ended at an event that was resumed
   const RunSettings<double>& s;
   SystemFields<Mo> y;
   typename Mo::Params p{};
@@ -158,9 +159,16 @@ struct RefRun {
     return st == Status::ok;
   }
 
-  // The counters of a settled step, the handler where it ended at an event,
-  // the event function and the monitor.
-  void count(const ukb::reference::Projected& pr, bool located) {
+  // The counters of a settled step from x0, the handler where it ended at
+  // an event, the event function and the monitor; false (st set, x kept)
+  // where the step followed a resumed event and its event is located within
+  // event_tol of x0: the handler would be called there for ever.
+  bool count(const ukb::reference::Projected& pr, bool located, const ukb::reference::State& x0) {
+    if (with_events && located && (y.ctrl & resumed) && !(x.t - x0.t > s.event_tol)) {
+      st = Status::failed_event_loop;
+      return false;
+    }
+    if (with_events && !located) y.ctrl &= ~resumed;
     ++y.steps;
     if (min_rank < Mo::m) ++y.rank_drops;
     // A change against the previous step (rank_prev holds 1 + its rank) or within this one.
@@ -173,11 +181,13 @@ struct RefRun {
       if (located) {
         ++y.events;
         rest = handler_stops(x);
+        y.ctrl |= resumed;
       }
       g = event(x);
       if (!rest && !std::isfinite(g)) st = Status::failed_nonfinite;  // NaN or infinite: fails here
     }
     monitor(x);
+    return true;
   }
 
   // The final status and the fields back into system i.
@@ -252,7 +262,7 @@ void integrate_rk4(const BatchView<Mo>& v, const RunSettings<double>& s, int i) 
     }
     ref::Projected pr;
     if (!R.settle(x0, pr)) break;
-    R.count(pr, !clean);
+    if (!R.count(pr, !clean, x0)) break;
   }
   R.store(v, i);
 }
@@ -470,7 +480,7 @@ void integrate_adaptive(const BatchView<Mo>& v, const RunSettings<double>& s, in
       v.dense[soa(10 * n, i, v.N)] = x0.t;
       v.dense[soa(10 * n + 1, i, v.N)] = h_out;
     }
-    R.count(pr, located);
+    if (!R.count(pr, located, x0)) break;
     if (located) a_known = false;  // the handler may have changed the state
     if (!a_known) y.ctrl &= ~fsal;
   }

@@ -354,7 +354,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       return;
     }
     if (s.projection.on) k1_ok = false;
-    this->count(v, s, converged, located);
+    this->count(v, s, converged, located, t0);
     if (located) k1_ok = false;  // the handler may have changed the state
     f.ctrl = k1_ok ? (f.ctrl | fsal_bit) : (f.ctrl & ~fsal_bit);
   }

@@ -193,7 +193,7 @@ struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
       restore();
       return;
     }
-    this->count(v, s, converged, !clean);
+    this->count(v, s, converged, !clean, t0);
   }
 };
 

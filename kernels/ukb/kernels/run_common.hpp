@@ -78,6 +78,7 @@ struct RunCommon {
   static constexpr std::int32_t started_bit = 1;  ///< the start of the system is done (monitor, handler)
   static constexpr std::int32_t fsal_bit = 2;     ///< dopri5: the acceleration at the state is evaluated and counted
   static constexpr std::int32_t rejected_bit = 4; ///< dopri5: the last step was rejected
+  static constexpr std::int32_t resumed_bit = 8;  ///< the last accepted step ended at an event its handler resumed
   RunState<Mo> f;                ///< the system's state
   int sys = -1;                  ///< the system's index in the batch
   typename Mo::Params p{};
@@ -200,9 +201,24 @@ struct RunCommon {
     return st;
   }
 
-  // The counters of a settled step, then the handler (`located`: the step
-  // ended at a located event) and the monitor.
-  UKB_HD void count(const BatchView<Mo>& v, const RunSettings<T>& s, bool converged, bool located) {
+  // The counters of a settled step from time t_start, then the handler
+  // (`located`: the step ended at a located event) and the monitor. A step
+  // that follows an event whose handler resumed the system and is located
+  // within event_tol of its own start (the handler left the system where
+  // the event is crossed at once) fails with failed_event_loop instead, the
+  // state kept: it would be located there again and again, the time
+  // standing still at the resolution of the location (docs/adding-a-model.md,
+  // "The event contract").
+  UKB_HD void count(const BatchView<Mo>& v, const RunSettings<T>& s, bool converged, bool located, T t_start) {
+    if constexpr (HasEvents<Mo>) {
+      if (located && (f.ctrl & resumed_bit) && !(f.t - t_start > s.event_tol)) {
+        f.status = static_cast<std::int32_t>(Status::failed_event_loop);
+        return;
+      }
+      f.ctrl = located ? f.ctrl : (f.ctrl & ~resumed_bit);
+    } else {
+      (void)t_start;
+    }
     ++f.steps;
     const bool changed = max_rank != min_rank || (f.rank_prev != 0 && f.rank_prev != min_rank + 1);
     f.rank_prev = min_rank + 1;
@@ -216,6 +232,7 @@ struct RunCommon {
         if (located) {
           add(v.events, 1);
           rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+          f.ctrl |= resumed_bit;  // (a system at rest takes no more steps)
         }
         g = Mo::event(f.q, f.qd, f.t, p);
         // An event function that is NaN or infinite at the new state (0/0 in
