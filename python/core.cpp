@@ -377,6 +377,21 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
       natural[py::str(M.initial_names[std::size_t(j)])] = view(nat->data() + j * N, {N}, {1}, own);
   }
   d["final"] = natural;
+  py::dict own_observables;  // the model's observable_names, at the final states
+  if (M.observables) {
+    const py::ssize_t k = py::ssize_t(M.observable_names.size());
+    auto obs = std::make_shared<std::vector<double>>(std::size_t(k * N));
+    std::vector<double> out(static_cast<std::size_t>(k));
+    for (py::ssize_t i = 0; i < N; ++i) {
+      state(i);
+      M.observables(std::span<const double>(P + i * np_, std::size_t(np_)), qi.data(), qdi.data(), t[i], out.data());
+      for (py::ssize_t j = 0; j < k; ++j) (*obs)[std::size_t(j * N + i)] = out[std::size_t(j)];
+    }
+    const py::capsule own = owner_of(obs);
+    for (py::ssize_t j = 0; j < k; ++j)
+      own_observables[py::str(M.observable_names[std::size_t(j)])] = view(obs->data() + j * N, {N}, {1}, own);
+  }
+  d["observables"] = own_observables;
   if (record_every > 0) {
     const py::ssize_t T = py::ssize_t(traj->size() / row);
     const py::capsule own = owner_of(traj);
@@ -540,6 +555,8 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& p : M.initial) l.append(param_dict(p));
         return l;
       }, "natural initial quantities (ukb.initial_state), with their admissible values")
+      .def_property_readonly("observables", [](const ModelInfo& M) { return M.observable_names; },
+                             "the model's own results columns (its observable_names)")
       .def_property_readonly("hooks", [](const ModelInfo& M) {
         py::dict h;
         h["events"] = M.has_events;
@@ -550,6 +567,7 @@ PYBIND11_MODULE(_core, m) {
         h["mass_diagonal"] = M.has_diagonal_mass;
         h["constraint_columns"] = M.has_constraint_columns;
         h["initial_state"] = M.initial_state != nullptr;
+        h["observables"] = !M.observable_names.empty();
         return h;
       }, "which optional hooks the model has (docs/adding-a-model.md)")
       .def("__repr__", [](const ModelInfo& M) { return "<ukb.Model '" + M.name + "' n=" + std::to_string(M.n) + " m=" + std::to_string(M.m) + ">"; });

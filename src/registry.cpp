@@ -189,6 +189,7 @@ std::string name_problems(const ModelInfo& M) {
   std::string why = check("the coordinate", M.coords);
   if (why.empty()) why = check("the parameter", inputs);
   if (why.empty()) why = check("the natural quantity", M.initial_names);
+  if (why.empty()) why = check("the observable", M.observable_names);
   if (why.empty()) {
     for (const std::string& q : M.initial_names)
       if (why.empty() && std::find(inputs.begin(), inputs.end(), q) != inputs.end())

@@ -156,11 +156,22 @@ TEST(ModelFiles, SpringBlockRestsWhereTheClosedFormSays) {
     double c = -D, turn = c + std::hypot(x0 - c, v0 / w);
     while (std::abs(turn) > D) c = turn > 0 ? D : -D, turn = 2 * c - turn;
     worst_of(worst, std::abs(std::stod(row.at("x_final")) - turn));
+    // The model's own column (observable_names): the spring's pull -k x at
+    // the end, which static friction holds (|k x| <= mu m g), on both
+    // backends.
+    for (const auto& [be, table] : rows) {
+      if (i >= table.size()) continue;
+      const double x = std::stod(table[i].at("x_final")), pull = std::stod(table[i].at("spring_force"));
+      EXPECT_EQ(pull, -k * x) << be << " sample " << i;
+      EXPECT_LE(std::abs(pull), std::stod(table[i].at("mu")) * m * g * (1 + 1e-12)) << be << " sample " << i;
+    }
     if (i < rows["reference"].size())
       worst_of(worst_ref, std::abs(std::stod(row.at("x_final")) - std::stod(rows["reference"][i].at("x_final"))));
   }
   EXPECT_LT(worst, 1e-9);
   EXPECT_LT(worst_ref, 1e-9);
+  const nlohmann::json sum = nlohmann::json::parse(slurp(dir / "cpu" / "summary.json"));
+  EXPECT_EQ(sum["observables"]["spring_force"]["successful"]["count"].get<long>(), 200) << "with its statistics";
 }
 
 TEST(ModelFiles, AHandlerThatResumesInPlaceFailsTheSampleNotTheRun) {
@@ -366,7 +377,7 @@ TEST(ModelFiles, BadFilesSayWhereAndWhat) {
     EXPECT_EQ(r.err.find("required from"), std::string::npos) << "no template backtrace: " << r.err;
     ++checked;
   }
-  EXPECT_GE(checked, 13);
+  EXPECT_GE(checked, 14);
   // Through a config (`ukb run`, and so ukb.run's ConfigError): the
   // compiler's diagnostics keep their lines, each beginning with FILE:LINE,
   // under the config's location of the key.

@@ -82,6 +82,12 @@ struct SpringBlock {
   UKB_HD static void natural_state(const T* q, const T* qd, const Params& /*p*/, T* ic) {
     ic[0] = q[0], ic[1] = qd[0];
   }
+  // A results column of this model's own: the spring's pull on the block
+  // at the end (at rest, static friction holds it: |k x| <= mu m g).
+  static constexpr std::array<const char*, 1> observable_names{"spring_force"};
+  UKB_HD static void observables(const T* q, const T* /*qd*/, T /*t*/, const Params& p, T* out) {
+    out[0] = -p.k * q[0];
+  }
   // The sliding velocity changes sign: at a turning point the block sticks
   // for good where static friction holds it, else it slides back.
   UKB_HD static T event(const T* /*q*/, const T* qd, T /*t*/, const Params& /*p*/) { return qd[0]; }

@@ -271,6 +271,13 @@ ModelInfo describe() {
                              [&] { Mo::natural_state(q, qd, params_from<Mo>(values), ic); });
     };
   }
+  if constexpr (HasObservables<Mo>) {
+    info.observable_names.assign(Mo::observable_names.begin(), Mo::observable_names.end());
+    info.observables = [](std::span<const double> values, const double* q, const double* qd, double t, double* out) {
+      detail::as_model_error(Mo::name, "computing its observables",
+                             [&] { Mo::observables(q, qd, t, params_from<Mo>(values), out); });
+    };
+  }
   info.residual = [](std::span<const double> values, const double* q, const double* qd, double t, double& pos,
                      double& vel) {
     if constexpr (HasResidual<Mo>) {

@@ -34,6 +34,7 @@
 /// | `potential(q, t, p)` | energy observables: E = 1/2 q'^T M q' + V(q, t) |
 /// | `initial_names` (std::array) + `initial_state(ic, p, q, qd)` | natural initial quantities (e.g. an angle and a rate) mapped to a consistent state; returns false where no consistent state exists. Optional `initial_docs` (std::array, one per name): their descriptions, ending like a parameter's in "(> x)", "(>= x)" or "(one of a, b)", which `ukb run` enforces |
 /// | `natural_state(q, qd, p, ic)` | the inverse map, reported for final states (e.g. the resting angle) |
+/// | `observable_names` (std::array<const char*, K>) + `observables(q, qd, t, p, out)` | results columns of the model's choosing: `out` (K) computed from each sample's final state and parameters, on every backend, with their statistics in summary.json |
 /// | `event(q, qd, t, p)` + `on_event(q, qd, t, p)` | events: a sign change of `event` inside a step is located in time; `on_event` may change q and q' and returns EventAction::stop (the system is at rest for good) or EventAction::resume |
 /// | `template <class U> using rebind = MyModel<U>` | speed: the CPU backend calls `mass` (or `mass_diagonal`), `force`, `constraints`, `nonideal` (and `constraint_rows` under Baumgarte stabilisation, and `event` where the model has events) of `rebind<pack>` on SIMD packs of systems in double (and in float where the model also declares `static constexpr bool rebind_float = true`, its non-integer literals written `ukb::lit<T>(x)`), instead of lane by lane. Give it only where those functions are branch-free on values: choices through `ukb::pick(cond, a, b)` (per lane; both computed) instead of `if`, `?:` or `std::max` on state or parameters (`ukb::all_lanes(cond)` may skip work no lane needs), sines and cosines through `ukb::math::sin`/`cos` (lane by lane on a pack: transcendental functions of a pack and of a scalar may differ in the last bit), other arithmetic + - * / and `sqrt` only, so that a lane rounds as a scalar (`Simd.*` tests check the built-in models bit for bit). `rebind<pack>` must itself meet the Model concept and `rebind<Scalar>` must be the model itself (a model derived from another inherits a `rebind` that names the base), or the backend calls the model lane by lane |
 /// | `mass_diagonal(q, t, p, d)` | speed: the model's M is diagonal at every state and `d` (n) is its diagonal, the same values `mass` puts there (`mass` stays required: the reference backend, so `ukb trajectory`, and the energies use it). The cpu and cuda backends then factor M = L L^T as L = diag(sqrt(d)), in O(n) instead of O(n^3), and apply L^{-1} and L^{-T} in O(n) instead of O(n^2): the same results as the dense factor of the same M (whose extra terms are exact zeros): on the CPU bit for bit up to the sign of a zero; on a GPU, where nvcc fuses multiply-adds, within the usual rounding differences. `ukb run` and `ukb accel` refuse a model whose `mass` and `mass_diagonal` disagree at a sample's initial state or at `--q` |
@@ -292,6 +293,14 @@ concept HasInitialState = requires(const typename Mo::Scalar* x, typename Mo::Sc
   { Mo::initial_names.size() } -> std::convertible_to<std::size_t>;
   { Mo::initial_state(x, p, y, y) } -> std::convertible_to<bool>;
   Mo::natural_state(x, x, p, y);
+};
+
+/// The model names quantities of a final state of its own (results columns).
+template <class Mo>
+concept HasObservables = requires(const typename Mo::Scalar* x, typename Mo::Scalar* y,
+                                  typename Mo::Scalar t, const typename Mo::Params& p) {
+  { Mo::observable_names.size() } -> std::convertible_to<std::size_t>;
+  Mo::observables(x, x, t, p, y);
 };
 
 /// The model has an event function and a handler (e.g. stick-slip).

@@ -54,6 +54,8 @@ UKB_DETAIL_MEMBER_PROBE_(event)
 UKB_DETAIL_MEMBER_PROBE_(on_event)
 UKB_DETAIL_MEMBER_PROBE_(mass_diagonal)
 UKB_DETAIL_MEMBER_PROBE_(constraint_columns)
+UKB_DETAIL_MEMBER_PROBE_(observable_names)
+UKB_DETAIL_MEMBER_PROBE_(observables)
 #undef UKB_DETAIL_MEMBER_PROBE_
 
 /// Checks a model against the concept (model.hpp) one requirement at a
@@ -131,6 +133,13 @@ constexpr bool check_model() {
         requires std::same_as<std::remove_cvref_t<decltype(Mo::initial_docs)>,
                               std::array<const char*, Mo::initial_names.size()>>;
       }, "ukb model: `initial_docs` must be `static constexpr std::array<const char*, K>`, one per initial_names");
+    if constexpr (has_member_observable_names<Mo> || has_member_observables<Mo>) {
+      static_assert(HasObservables<Mo>,
+                    "ukb model: observables need both `static constexpr std::array<const char*, K> observable_names` "
+                    "and `UKB_HD static void observables(const T* q, const T* qd, T t, const Params& p, T* out)`");
+      if constexpr (HasObservables<Mo>)
+        static_assert(Mo::observable_names.size() >= 1, "ukb model: `observable_names` must name at least one");
+    }
     if constexpr (has_member_mass_diagonal<Mo>)
       static_assert(HasDiagonalMass<Mo>, "ukb model: `mass_diagonal` must be `UKB_HD static void mass_diagonal(const "
                                          "T* q, T t, const Params& p, T* d)` (d: the n diagonal entries of M)");

@@ -153,6 +153,13 @@ struct ModelInfo {
   bool (*initial_state)(std::span<const double> values, const double* ic, double* q, double* qd) = nullptr;
   /// The natural quantities of a state. nullptr without initial_names.
   void (*natural_state)(std::span<const double> values, const double* q, const double* qd, double* ic) = nullptr;
+  /// The names of the model's own quantities of a final state (its
+  /// `observable_names`; empty without them): results columns.
+  std::vector<std::string> observable_names;
+  /// Those quantities at (q, q', t), into out (observable_names' order).
+  /// nullptr without observable_names.
+  void (*observables)(std::span<const double> values, const double* q, const double* qd, double t,
+                      double* out) = nullptr;
   /// Position- and velocity-level constraint residuals of a state (NaN
   /// without the model's `residual`).
   void (*residual)(std::span<const double> values, const double* q, const double* qd, double t, double& pos,

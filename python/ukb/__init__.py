@@ -306,7 +306,8 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     arrays viewing the solver's memory (no copy): q, qd (N, n), t, status
     (int codes: ukb.STATUSES[code] is the name), status_name (N strings),
     t_stop, counters (steps, events, rank_*, ...), final (the model's
-    natural quantities at the end, e.g. theta), energy_start/energy_end
+    natural quantities at the end, e.g. theta), observables (a model
+    file's own observable_names at the end), energy_start/energy_end
     (where the model has a potential) and, with record_every = k, traj_q,
     traj_qd (N, T, n) and traj_t (N, T): a row every k steps (dopri5: steps
     begun, rejected ones too), NaN once a system has stopped.

@@ -211,6 +211,8 @@ std::vector<Hook> hooks_of(const ModelInfo& m) {
           {"initial_state", "initial_names + initial_state + natural_state: natural initial quantities",
            !m.initial_names.empty()},
           {"events", "event + on_event: events (stick-slip)", m.has_events},
+          {"observables", "observable_names + observables: results columns of the model's own (final state)",
+           !m.observable_names.empty()},
           {"rebind", "rebind: the cpu backend's SIMD packs (else lane by lane)", m.has_rebind},
           {"mass_diagonal", "mass_diagonal: the cpu and cuda backends factor M's diagonal alone (else all of M)",
            m.has_diagonal_mass},
@@ -261,7 +263,8 @@ int cmd_models(bool as_json, const std::string& file, const std::string& backend
       nlohmann::json hooks = nlohmann::json::object();
       for (const Hook& h : hooks_of(m)) hooks[h.key] = h.has;
       all.push_back({{"name", m.name}, {"summary", m.summary}, {"n", m.n}, {"m", m.m},
-                     {"coords", m.coords}, {"params", params}, {"initial", initial}, {"hooks", hooks}});
+                     {"coords", m.coords}, {"params", params}, {"initial", initial},
+                     {"observables", m.observable_names}, {"hooks", hooks}});
     }
     out << all.dump(2) << "\n";
     w.finish();
@@ -286,6 +289,11 @@ int cmd_models(bool as_json, const std::string& file, const std::string& backend
         out << "\n    " << q.name;
         if (!q.description.empty()) out << ": " << q.description;
       }
+      out << "\n";
+    }
+    if (!m.observable_names.empty()) {
+      out << "  observables (results columns):";
+      for (const std::string& o : m.observable_names) out << " " << o;
       out << "\n";
     }
     if (!file.empty()) {

@@ -41,6 +41,7 @@ Table make_table(const Config& c) {
   for (const std::string& x : M.coords) add(t, "q_" + x + "_final", false, S);
   for (const std::string& x : M.coords) add(t, "qd_" + x + "_final", false, S);
   for (const std::string& x : M.initial_names) add(t, x + "_final", false, S);
+  for (const std::string& x : M.observable_names) add(t, x, false, S);
   // The run monitors with a results column, in the field table's order; the
   // energies follow the ones written always.
   t.energies = M.has_potential;
@@ -70,7 +71,7 @@ Table make_table(const Config& c) {
     if (!seen.insert(col.name).second)
       throw ConfigError(c.path + ": key 'model': the results of model '" + printable(M.name, 80) +
                         "' would have two columns named '" + printable(col.name, 80) +
-                        "'; rename the model's coordinate, parameter or natural quantity that makes it");
+                        "'; rename the model's coordinate, parameter, natural quantity or observable that makes it");
   return t;
 }
 
@@ -118,6 +119,11 @@ void row_values(const Table& t, const Config& c, long sample, const Finals& f, i
     r.nat.resize(M.initial_names.size());
     M.natural_state(r.p, r.q.data(), r.qd.data(), r.nat.data());
     for (double x : r.nat) by_col[col++] = bits(x);
+  }
+  if (!M.observable_names.empty()) {
+    r.obs.resize(M.observable_names.size());
+    M.observables(r.p, r.q.data(), r.qd.data(), tf, r.obs.data());
+    for (double x : r.obs) by_col[col++] = bits(x);
   }
   for (std::size_t m = 0; m < t.monitors.size(); ++m) {
     std::uint64_t& to = by_col[t.monitors[m].col];

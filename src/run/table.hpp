@@ -70,7 +70,7 @@ struct Finals {
 /// entries; the input columns' are left alone). `scratch` is reused
 /// between calls (one per thread).
 struct RowScratch {
-  std::vector<double> p, q, qd, nat;
+  std::vector<double> p, q, qd, nat, obs;
 };
 void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
                 std::uint64_t* by_col, std::int32_t& status, RowScratch& scratch);

@@ -31,12 +31,17 @@ def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
     M = ukb.model(path)
     assert M.name == "spring_block" and M.coords == ["x", "y"]
     assert [p["name"] for p in M.params] == ["m", "k", "g", "mu"]
+    assert M.observables == ["spring_force"] and M.hooks["observables"]
     mu = np.array([0.05, 0.1, 0.17, 0.3])
     q0, qd0 = ukb.initial_state(M, x=1.0, v=0.0, N=mu.size)
     r = ukb.simulate(M, q0, qd0, params={"mu": mu}, dt=1e-3, t_end=30.0, event_tol=1e-12)
     assert list(r.status_name) == ["at_rest"] * 4
     expected = [resting_position(1.0, m) for m in mu]
     np.testing.assert_allclose(r.final["x"], expected, atol=1e-8)
+    # The model's own observable at the end: the spring's pull, held by
+    # static friction.
+    np.testing.assert_array_equal(r.observables["spring_force"], -10.0 * r.final["x"])
+    assert np.all(np.abs(r.observables["spring_force"]) <= mu * 9.81 * (1 + 1e-12))
     # The same acceleration as `ukb accel --model FILE` (the same cached plugin).
     a = ukb.accel(path, [0.4, 0.0], [0.3, 0.0], mu=0.25)
     j = cli_json("accel", "--model", path, "--param", "mu=0.25", "--q", "0.4,0", "--qd", "0.3,0")
