@@ -86,7 +86,8 @@ int ModelInfo::param_index(std::string_view key) const {
 
 bool ParamInfo::admits(double v) const {
   if (!choices.empty()) return std::find(choices.begin(), choices.end(), v) != choices.end();
-  return std::isfinite(v) && subnormal_note(v).empty() && (lower_inclusive ? v >= lower : v > lower);
+  const bool subnormal = v != 0 && std::abs(v) < std::numeric_limits<double>::min();  // subnormal_note's
+  return std::isfinite(v) && !subnormal && (lower_inclusive ? v >= lower : v > lower);
 }
 
 std::string subnormal_note(double v) {

@@ -157,6 +157,9 @@ double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32
 
 /// Every input of sample i, canonical order.
 std::vector<double> draw_inputs(const Config& c, std::uint64_t sample);
+/// The same into out (in.size() values), `in` being c.inputs(): without
+/// an allocation, for a loop over many samples.
+void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint64_t sample, double* out);
 
 /// What execute does besides the config.
 struct ExecuteOptions {

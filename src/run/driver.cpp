@@ -274,16 +274,20 @@ void draw_all(const Config& c, Table& t, int threads) {
   // By `threads` threads (0: all cores); a bad initial state is reported for
   // the first such sample, as one thread would (for_each_index).
   const ModelInfo& M = *c.model;
+  const std::vector<const Input*> inputs = c.inputs();
   struct State {
-    std::vector<double> p, q, qd;
+    std::vector<double> in, p, q, qd;
   };
   for_each_index<State>(c.samples, threads, [&](long i, State& s) {
-    s.p.resize(M.params.size());
-    s.q.resize(static_cast<std::size_t>(M.n));
-    s.qd.resize(static_cast<std::size_t>(M.n));
-    const std::vector<double> in = draw_inputs(c, static_cast<std::uint64_t>(i));
-    for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d[static_cast<std::size_t>(i)] = in[t.varying[k]];
-    initial_state(c, i, in, s.p.data(), s.q.data(), s.qd.data());
+    if (s.in.empty()) {  // once per thread
+      s.in.resize(inputs.size());
+      s.p.resize(M.params.size());
+      s.q.resize(static_cast<std::size_t>(M.n));
+      s.qd.resize(static_cast<std::size_t>(M.n));
+    }
+    draw_inputs(c, inputs, static_cast<std::uint64_t>(i), s.in.data());
+    for (std::size_t k = 0; k < t.varying.size(); ++k) t.cols[1 + k].d[static_cast<std::size_t>(i)] = s.in[t.varying[k]];
+    initial_state(c, i, s.in, s.p.data(), s.q.data(), s.qd.data());
   });
 }
 

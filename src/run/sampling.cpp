@@ -99,6 +99,11 @@ double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32
 std::vector<double> draw_inputs(const Config& c, std::uint64_t sample) {
   const std::vector<const Input*> in = c.inputs();
   std::vector<double> out(in.size());
+  draw_inputs(c, in, sample, out.data());
+  return out;
+}
+
+void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint64_t sample, double* out) {
   // Sweep axes form a Cartesian product, the first axis varying fastest;
   // sample i takes the point (i mod the product) of it.
   long total = 1;
@@ -113,7 +118,6 @@ std::vector<double> draw_inputs(const Config& c, std::uint64_t sample) {
     }
     out[k] = draw(in[k]->dist, c.seed, sample, static_cast<std::uint32_t>(k), axis_index);
   }
-  return out;
 }
 
 std::string Config::input_key(std::size_t k) const {
