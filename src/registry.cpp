@@ -1,5 +1,7 @@
 #include "ukb/registry.hpp"
 
+#include "ukb/fields.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -191,6 +193,20 @@ std::string name_problems(const ModelInfo& M) {
   if (why.empty()) why = check("the parameter", inputs);
   if (why.empty()) why = check("the natural quantity", M.initial_names);
   if (why.empty()) why = check("the observable", M.observable_names);
+  if (why.empty() && !M.observable_names.empty()) {
+    // Every column a results table of the model may have besides them
+    // (src/run/table.cpp), whatever the config writes.
+    std::vector<std::string> taken = {"sample", "status", "t_final", "energy_start", "energy_end", "energy_dissipated"};
+    for (const FieldInfo& f : field_table)
+      if (f.column) taken.push_back(f.column);
+    for (const std::string& x : inputs) taken.push_back(x);
+    for (const std::string& x : M.initial_names) taken.push_back(x), taken.push_back(x + "_final");
+    for (const std::string& x : M.coords) taken.push_back("q_" + x + "_final"), taken.push_back("qd_" + x + "_final");
+    for (const std::string& o : M.observable_names)
+      if (why.empty() && std::find(taken.begin(), taken.end(), o) != taken.end())
+        why = "the observable '" + o + "' is also the name of another column of the results (a parameter, a natural "
+              "quantity, a final coordinate or a column ukb writes)";
+  }
   if (why.empty()) {
     for (const std::string& q : M.initial_names)
       if (why.empty() && std::find(inputs.begin(), inputs.end(), q) != inputs.end())

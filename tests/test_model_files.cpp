@@ -615,9 +615,7 @@ TEST(ModelFiles, CudaWithoutADeviceIsRefusedBeforeAnyCompile) {
       ukb_with_cache(cache, "accel --model " + sh(kModels / "sleigh.hpp") + " --q 0,0,0 --qd 1,0,0 --backend cuda");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--backend cuda: "), std::string::npos) << r.err;
-  EXPECT_TRUE(r.err.find("no CUDA device here") != std::string::npos ||
-              r.err.find("built without CUDA") != std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("use --backend cpu or reference"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("compiling"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(cache) && !fs::is_empty(cache)) << "nothing compiled into the cache";
 }

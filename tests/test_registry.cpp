@@ -156,6 +156,31 @@ TEST(Registry, NamesThatWouldBreakTheOutputsAreFound) {
     EXPECT_NE(why.find("names must be"), std::string::npos) << why;
     EXPECT_EQ(why.find('\n'), std::string::npos) << "escaped: " << why;
   }
+  // A model's own observables (results columns): valid names, distinct,
+  // and none that another column of the ring's results may have.
+  const std::vector<std::pair<std::vector<std::string>, const char*>> observables = {
+      {{"radius", "height"}, ""},
+      {{"r", "r"}, "the observable 'r' is given twice"},
+      {{"a b"}, "the observable 'a b' has a character other than"},
+      {{"mu"}, "the observable 'mu' is also the name of another column"},
+      {{"theta"}, "the observable 'theta' is also"},
+      {{"theta_final"}, "the observable 'theta_final' is also"},
+      {{"q_x_final"}, "the observable 'q_x_final' is also"},
+      {{"qd_y_final"}, "the observable 'qd_y_final' is also"},
+      {{"rejected"}, "the observable 'rejected' is also"},
+      {{"energy_end"}, "the observable 'energy_end' is also"},
+      {{"status"}, "the observable 'status' is also"},
+  };
+  for (const auto& [names, expect] : observables) {
+    ModelInfo M = ring;
+    M.observable_names = names;
+    const std::string why = name_problems(M);
+    if (*expect == '\0') {
+      EXPECT_EQ(why, "") << names.front();
+    } else {
+      EXPECT_NE(why.find(expect), std::string::npos) << why;
+    }
+  }
 }
 
 TEST(Registry, SuggestsCloseNames) {

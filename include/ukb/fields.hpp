@@ -47,7 +47,7 @@
   X(res_pos,      real, one, 1,  monitor, zero, "res_pos_max",         monitored,  "largest position-level constraint residual seen (N)") \
   X(res_vel,      real, one, 1,  monitor, zero, "res_vel_max",         monitored,  "largest velocity-level constraint residual seen (N)") \
   X(proj_fails,   i64,  one, 1,  monitor, zero, "projection_failures", projecting, "steps whose projection did not converge (N)") \
-  X(ctrl,         i32,  one, 1,  monitor, zero, nullptr,               always,     "run bits: 1 the start is done, 2 dopri5: the acceleration at the state is counted, 4 dopri5: the last step was rejected (N)") \
+  X(ctrl,         i32,  one, 1,  monitor, zero, nullptr,               always,     "run bits: 1 the start is done, 2 dopri5: the acceleration at the state is counted, 4 dopri5: the last step was rejected, 8 the last accepted step ended at an event its handler resumed (N)") \
   X(rejected,     i64,  one, 1,  adaptive, zero, "rejected",           adaptive,   "dopri5: steps rejected by the error control (N)") \
   X(rhs_evals,    i64,  one, 1,  adaptive, zero, "rhs_evals",          adaptive,   "evaluations of the acceleration (right-hand side), location trials and the initial step's probe included; dopri5, and RK4 where the batch has these monitors (Batch::allocate_adaptive) (N)") \
   X(h_next,       real, one, 1,  adaptive, zero, nullptr,              always,     "dopri5: the size of the next step the error control chose; 0 before the first (N)") \

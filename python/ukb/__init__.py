@@ -121,7 +121,6 @@ def _model_on(model_, backend):
     if count == 0:
         raise BackendUnavailable(f"backend 'cuda': {why}; use backend='cpu' or 'reference'")
     return model(model_, cuda=True)
-    return backend
 
 
 def _float_array(name, value, ndim_ok, shape_text):

@@ -200,7 +200,8 @@ std::string bytes_text(double b) {
 // ensemble of one chunk (every field of the table in fields.hpp, 8 bytes).
 double memory_need(const Config& c) {
   const ModelInfo& M = *c.model;
-  const double columns = 14.0 + 3.0 * M.n + static_cast<double>(c.inputs().size() + M.initial_names.size());
+  const double columns = 14.0 + 3.0 * M.n +
+                         static_cast<double>(c.inputs().size() + M.initial_names.size() + M.observable_names.size());
   const double table = columns * 8.0 * static_cast<double>(c.samples);
   const double per_system = 8.0 * (5.0 * M.n + M.m + static_cast<double>(M.params.size()) + 12.0);
   const double systems = static_cast<double>(std::min(c.chunk, c.samples)) + static_cast<double>(c.record.size());

@@ -42,6 +42,12 @@ def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
     # static friction.
     np.testing.assert_array_equal(r.observables["spring_force"], -10.0 * r.final["x"])
     assert np.all(np.abs(r.observables["spring_force"]) <= mu * 9.81 * (1 + 1e-12))
+    # Each system's own parameters reach its observables.
+    k = np.array([5.0, 10.0, 20.0, 40.0])
+    s = ukb.simulate(M, q0, qd0, params={"k": k, "mu": 0.0}, dt=1e-3, steps=20)
+    assert list(s.status_name) == ["max_steps"] * 4 or list(s.status_name) == ["finished"] * 4
+    np.testing.assert_array_equal(s.observables["spring_force"], -k * s.final["x"])
+    assert len(set(s.observables["spring_force"])) == 4
     # The same acceleration as `ukb accel --model FILE` (the same cached plugin).
     a = ukb.accel(path, [0.4, 0.0], [0.3, 0.0], mu=0.25)
     j = cli_json("accel", "--model", path, "--param", "mu=0.25", "--q", "0.4,0", "--qd", "0.3,0")
@@ -69,8 +75,10 @@ def test_a_model_file_on_cuda_loads_its_cuda_backend_or_says_there_is_no_device(
         return
     a = ukb.accel(path, [0.4, 0.0], [0.3, 0.0], mu=0.25, backend="cuda")
     np.testing.assert_allclose(a.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)
-    M = ukb.model(path)  # the cpu plugin alone
+    M = ukb.model(path)  # the cpu plugin alone, unless the cuda one was loaded first
     try:
-        ukb.accel(M, [0.4, 0.0], [0.3, 0.0], backend="cuda")
+        b = ukb.accel(M, [0.4, 0.0], [0.3, 0.0], mu=0.25, backend="cuda")
     except ukb.BackendUnavailable as e:
         assert "cuda=True" in str(e), str(e)
+    else:
+        np.testing.assert_allclose(b.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)

@@ -168,7 +168,7 @@ struct RefRun {
       st = Status::failed_event_loop;
       return false;
     }
-    if (with_events && !located) y.ctrl &= ~resumed;
+    if (!located) y.ctrl &= ~resumed;
     ++y.steps;
     if (min_rank < Mo::m) ++y.rank_drops;
     // A change against the previous step (rank_prev holds 1 + its rank) or within this one.
