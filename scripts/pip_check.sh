@@ -106,7 +106,9 @@ PY
 # seen through --system-site-packages).
 if "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
   "$venv/bin/python" -m ukb.plot cli > plot.log
-  [ -s cli/plots/hist_t_stop.png ] || { echo "python -m ukb.plot wrote no cli/plots/hist_t_stop.png:" >&2; cat plot.log >&2; exit 1; }
+  pngs=$(find cli/plots -name '*.png' -size +1k | wc -l)
+  [ "$pngs" -ge 1 ] && grep -q "^ukb.plot: $pngs PNGs in cli/plots/" plot.log ||
+    { echo "python -m ukb.plot: $pngs PNGs in cli/plots, and it said:" >&2; cat plot.log >&2; exit 1; }
   echo "== ukb: python -m ukb.plot: $(tail -n 1 plot.log)"
 else
   echo "== ukb: python -m ukb.plot not run: no matplotlib here"
