@@ -654,9 +654,10 @@ omega = 0.0
       {"events", [](std::vector<double>& x) { x[1] += 1; }},
       {"steps", [](std::vector<double>& x) { x[1] = std::round(1.1 * x[1]) + 3; }},
   };
-  for (const auto& [name, plant] : real) {
+  for (const auto& planted : real) {  // (no structured binding: clang 14 cannot capture one)
+    const char* name = planted.first;
     const run::Outcome bad = crosscheck_into(c, Backend::reference, 2, unique_path("bad"),
-                                             [&](run::Results& r) { plant(column(r, name)); });
+                                             [&](run::Results& r) { planted.second(column(r, name)); });
     EXPECT_FALSE(bad.crosscheck_pass) << name;
     EXPECT_NE(bad.crosscheck_verdict.find(std::string(name) + " (1 sample, worst sample 1"), std::string::npos)
         << bad.crosscheck_verdict;
