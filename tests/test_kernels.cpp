@@ -142,18 +142,22 @@ TEST(Kernels, PinvMatchesReferenceFullRankAndRankDeficient) {
   }
 }
 
+// B = U diag(s) V^T (rows x cols) with random orthogonal U and V: the
+// singular values s exactly, up to rounding.
+MatrixXd rotated_diagonal(Rng& rng, int rows, int cols, const std::vector<double>& s) {
+  const Eigen::HouseholderQR<MatrixXd> qu(rng.matrix(rows, rows)), qv(rng.matrix(cols, cols));
+  const MatrixXd U = qu.householderQ(), V = qv.householderQ();
+  MatrixXd S = MatrixXd::Zero(rows, cols);
+  for (std::size_t i = 0; i < s.size(); ++i) S(Eigen::Index(i), Eigen::Index(i)) = s[i];
+  return U * S * V.transpose();
+}
+
 TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
   // B = U diag(1, ..., 1, s) V^T with s below and above the tolerance 1e-10.
   Rng rng(63);
   for (double s : {1e-6, 1e-9, 1e-11, 1e-13}) {
     for (int trial = 0; trial < 10; ++trial) {
-      const Eigen::HouseholderQR<MatrixXd> qu(rng.matrix(3, 3)), qv(rng.matrix(6, 6));
-      const MatrixXd U = qu.householderQ(), V = qv.householderQ();
-      MatrixXd S = MatrixXd::Zero(3, 6);
-      S(0, 0) = 1;
-      S(1, 1) = 0.5;
-      S(2, 2) = s;
-      const MatrixXd B = U * S * V.transpose();
+      const MatrixXd B = rotated_diagonal(rng, 3, 6, {1, 0.5, s});
       Eigen::Matrix<double, 3, 6, Eigen::RowMajor> Br = B;
       kernels::PseudoInverse<3, 6, double> p;
       p.factor(Br.data(), 1e-10);
@@ -168,15 +172,42 @@ TEST(Kernels, PinvNearSingularRankDecisionFollowsTheTolerance) {
   }
 }
 
+// A rank decision is marginal where a singular value lies within a factor
+// 100 of the cut rtol * s_max, either side (docs/outputs.md, rank_marginal;
+// the factor written here as documented, not taken from policy.hpp): B =
+// U diag(1, 0.5, s) V^T with rtol = 1e-6, s at a factor 2 inside and
+// outside each edge of the band (1e-8, 1e-4] around the cut 1e-6. Rank: s
+// is kept above the cut. The Gram route never decides marginally; here it
+// cannot certify these conditions (1 / s^2 > 1.6e5), so Jacobi decides.
+TEST(Kernels, PinvMarginalDecisionsAreThoseWithinAFactorHundredOfTheCut) {
+  constexpr double rtol = 1e-6, documented_margin = 100;
+  Rng rng(101);
+  struct Case {
+    double s;
+    bool marginal;
+  };
+  const double cut = rtol;
+  for (const Case c : {Case{cut / documented_margin / 2, false}, Case{cut / documented_margin * 2, true},
+                       Case{cut / 2, true}, Case{cut * 2, true}, Case{cut * documented_margin / 2, true},
+                       Case{cut * documented_margin * 2, false}}) {
+    for (int trial = 0; trial < 5; ++trial) {
+      const Eigen::Matrix<double, 3, 6, Eigen::RowMajor> B = rotated_diagonal(rng, 3, 6, {1, 0.5, c.s});
+      kernels::PseudoInverse<3, 6, double> p;
+      p.factor(B.data(), rtol);
+      EXPECT_FALSE(p.gram) << "s = " << c.s;
+      EXPECT_EQ(p.marginal, c.marginal) << "s = " << c.s;
+      EXPECT_EQ(p.rank, c.s > cut ? 3 : 2) << "s = " << c.s;
+    }
+  }
+}
+
 // B = U diag(s) V^T (M x N) with singular values from 1 down to 1/cond, the
 // last `deficient` of them exactly zero.
 MatrixXd with_singular_values(Rng& rng, int M, int N, double cond, int deficient) {
-  const Eigen::HouseholderQR<MatrixXd> qu(rng.matrix(M, M)), qv(rng.matrix(N, N));
-  const MatrixXd U = qu.householderQ(), V = qv.householderQ();
-  MatrixXd S = MatrixXd::Zero(M, N);
   const int r = M - deficient;
-  for (int i = 0; i < r; ++i) S(i, i) = std::pow(cond, -double(i) / std::max(1, r - 1));
-  return U * S * V.transpose();
+  std::vector<double> s(std::size_t(M), 0.0);
+  for (int i = 0; i < r; ++i) s[std::size_t(i)] = std::pow(cond, -double(i) / std::max(1, r - 1));
+  return rotated_diagonal(rng, M, N, s);
 }
 
 // The Gram–Cholesky route is taken exactly where its certificate holds

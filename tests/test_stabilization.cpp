@@ -155,6 +155,47 @@ TEST(Projection, LandsOnTheManifoldAndMatchesTheReference) {
   });
 }
 
+// The stopping rule as docs/stabilisation.md states it, derived by hand: a
+// level stops after the first correction with |dx|_inf <= tol |x|_inf, or
+// after max_iter corrections (not converged). A bead off its ring at radius
+// R (1 + d): phi = (x^2 - R^2) / 2, A = [x, 0], so the first correction of
+// least size is dx = -phi / x = -R (d + d^2 / 2) / (1 + d), which lands at
+// x = R (1 + d^2 / (2 (1 + d))); the second is of size R d^2 / 2. At
+// d = tol / 2 one correction converges; at d = 2 tol it does not, and two
+// do. The velocity level has nothing to correct (q' = 0). Both the kernels
+// and the reference backend follow the rule, at every scale R.
+TEST(Projection, StopsAtTheFirstCorrectionWithinTheDocumentedRelativeTolerance) {
+  using Mo = models::BeadOnRing<double>;
+  constexpr double tol = 1e-6;
+  struct Case {
+    double d;
+    int max_iter;
+    bool converged;
+  };
+  for (const double R : {1.0, 1e3, 1e-3}) {
+    for (const Case c : {Case{0.5 * tol, 1, true}, Case{2 * tol, 1, false}, Case{2 * tol, 2, true}}) {
+      SCOPED_TRACE(::testing::Message() << "R = " << R << ", d = " << c.d << ", max_iter = " << c.max_iter);
+      Mo::Params p;
+      p.R = R;
+      double q[2] = {R * (1 + c.d), 0}, qd[2] = {0, 0};
+      bool converged = !c.converged;
+      ASSERT_EQ(kernels::project<Mo>(q, qd, 0.0, p, 1e-10, Projection<double>{true, tol, c.max_iter}, converged),
+                Status::ok);
+      EXPECT_EQ(converged, c.converged);
+      const double one = R * (1 + c.d * c.d / (2 * (1 + c.d)));  // after one correction
+      const double expected = c.max_iter == 1 ? one : R;  // two: within R d^4 of the ring
+      EXPECT_NEAR(q[0], expected, 4 * R * 1e-16) << "the Gauss-Newton step of least size";
+      EXPECT_EQ(q[1], 0.0);
+      reference::State x{VectorXd::Zero(2), VectorXd::Zero(2), 0.0};
+      x.q(0) = R * (1 + c.d);
+      const reference::Projected rp = reference::project<Mo>(p, x, tol, c.max_iter, 1e-10);
+      ASSERT_EQ(rp.status, Status::ok);
+      EXPECT_EQ(rp.converged, c.converged) << "reference";
+      EXPECT_NEAR(x.q(0), expected, 4 * R * 1e-16) << "reference";
+    }
+  }
+}
+
 // The correction is the mass-weighted one: for the arm (non-diagonal M(q))
 // the position change lies along M^{-1} A^T, not along A^T.
 TEST(Projection, IsMassWeighted) {
