@@ -144,6 +144,33 @@ py::tuple residuals(const ModelInfo& M, const py::array_t<double, py::array::c_s
   return py::make_tuple(pos, vel);
 }
 
+// The energy E = 1/2 q'^T M q' + V(q, t) and the kinetic energy T of N
+// states, each with its own time (ukb.energy_balance).
+py::tuple energies(const ModelInfo& M, const py::array_t<double, py::array::c_style>& params,
+                   const py::array_t<double, py::array::c_style>& q, const py::array_t<double, py::array::c_style>& qd,
+                   const py::array_t<double, py::array::c_style>& t) {
+  const py::ssize_t N = q.ndim() == 2 ? q.shape(0) : 0, n = M.n, np_ = py::ssize_t(M.params.size());
+  const double* P = rows_of(params, N, np_, "params");
+  const double* Q = rows_of(q, N, n, "q");
+  const double* QD = rows_of(qd, N, n, "qd");
+  if (t.ndim() != 1 || t.shape(0) != N) throw std::invalid_argument("t: expected shape (" + std::to_string(N) + ",)");
+  py::array_t<double> energy(N), kinetic(N);
+  double* e = energy.mutable_data();
+  double* k = kinetic.mutable_data();
+  for (py::ssize_t i = 0; i < N; ++i) {
+    const std::span<const double> values(P + i * np_, std::size_t(np_));
+    const double* qi = Q + i * n;
+    const double* qdi = QD + i * n;
+    e[i] = M.energy(values, qi, qdi, t.data()[i]);
+    const ukb::Terms terms = M.terms(values, qi, qdi, t.data()[i]);
+    double s = 0;
+    for (py::ssize_t r = 0; r < n; ++r)
+      for (py::ssize_t c = 0; c < n; ++c) s += qdi[r] * terms.M[std::size_t(r * n + c)] * qdi[c];
+    k[i] = 0.5 * s;
+  }
+  return py::make_tuple(energy, kinetic);
+}
+
 // ---------------------------------------------------------------- simulate
 
 ukb::RunOptions run_options(const py::dict& o) {
@@ -587,6 +614,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("evaluate", &evaluate);
   m.def("initial_states", &initial_states);
   m.def("residuals", &residuals);
+  m.def("energies", &energies);
   m.def("cuda_devices", [] {
     std::string why;
     const int n = ukb::cuda::device_count(&why);

@@ -52,7 +52,7 @@ from . import _core  # noqa: E402
 from ._core import BackendUnavailable, ConfigError, Model, ModelError, ModelFileError, WriteError  # noqa: E402,F401
 
 __version__ = _core.version
-__all__ = ["models", "model", "accel", "initial_state", "simulate", "run", "compare", "Result", "Table",
+__all__ = ["models", "model", "accel", "initial_state", "simulate", "energy_balance", "run", "compare", "Result", "Table",
            "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable", "ModelError"]
 
 _BACKENDS = ("reference", "cpu", "cuda")
@@ -395,6 +395,154 @@ def _check_initial(M, P, q, qd, t0, tol):
                          f"position residual {pos[i]!r}, velocity residual {vel[i]!r} (expected at most "
                          f"initial_tol = {tol!r}; ukb.initial_state gives consistent states, "
                          "initial_tol=None skips this check)")
+
+
+# ---------------------------------------------------------------- energy balance
+
+
+def energy_balance(model, q0, qd0, *, power=None, params=None, dt, t_end, rtol=1e-6, backend="cpu", **options):
+    """Checks a model against physics written independently of it: the
+    work-energy balance dE/dt = P along each system's motion.
+
+    The systems are integrated with RK4 at the fixed step dt until t_end
+    (ukb.simulate with record_every=1; events, stabilization and the other
+    integrator options as there, except method). E = 1/2 q'^T M q' + V(q, t)
+    is the model's own energy (its `mass` and `potential`); P is the power
+    of every force that is not the potential's (damping, friction, driving
+    forces, the non-ideal constraint force, the ideal constraint force of a
+    moving constraint), as the caller derives it from the physics:
+    `power(q, qd, t, p)` or `power(q, qd, t, p, a)`, with q, qd numpy arrays
+    (n,), t a number, p a dict of the system's parameters by name, and `a`
+    the evaluation at that state (ukb.accel's Result on the reference
+    backend: lambda, Qc_ideal, ... for a normal force); None: P = 0 (a
+    conservative model, or one with its damping and friction set to zero).
+    Note that `a.Qc_nonideal @ qd` is the solver's own non-ideal power,
+    which cannot disagree with it: write the friction's power from its law
+    (for example -mu |N| |v|, N from `a`).
+
+    The work W(t) is integrated from P at the recorded steps by the
+    fourth-order rule on each run of equal steps (events and the last step
+    begin new runs), so that RK4's and the rule's errors are both O(dt^4).
+    An event handler that changes the state (an impact) adds energy that P
+    does not: check up to the first such event.
+
+    Returns a Result: t, energy_change (E - E(t0)), work (W), each (N, T)
+    and NaN after a system's last row; mismatch (N: the largest
+    |energy_change - work|), scale (N: the largest of |T - T(t0)|, of the
+    integral of |P| and of |energy_change|), relative (mismatch / scale),
+    status_name (the systems' statuses), worst (the system of the largest
+    relative mismatch), passed (relative <= rtol for every system) and
+    message (one line: passed or not, the worst system, its mismatch, and
+    when it was largest). A sign error in a force, a potential that does
+    not match the force, or a wrong factor in a damping term shows as a
+    relative mismatch of order 1; halve dt to see which part is the
+    integration's (where the forces are smooth it falls about 16-fold).
+    """
+    M = _model_on(model, backend)
+    if not M.hooks["potential"]:
+        raise ValueError(f"energy_balance: '{M.name}' has no `potential` hook: the balance needs its energy "
+                         "E = T + V (docs/adding-a-model.md)")
+    if power is not None and not callable(power):
+        raise TypeError(f"power: expected a function power(q, qd, t, p[, a]) or None, got {type(power).__name__}")
+    if "method" in options:
+        raise ValueError("energy_balance: integrates with RK4 at fixed steps (its quadrature of the power needs "
+                         "them): leave out method")
+    if "record_every" in options:
+        raise ValueError("energy_balance: records every step itself: leave out record_every")
+    rtol = _real("rtol", rtol, lambda x: x > 0, "a number > 0")
+    with_a = False
+    if power is not None:
+        try:
+            import inspect
+            positional = [x for x in inspect.signature(power).parameters.values()
+                          if x.kind in (x.POSITIONAL_ONLY, x.POSITIONAL_OR_KEYWORD)]
+            with_a = len(positional) >= 5
+        except (TypeError, ValueError):
+            with_a = False
+    r = simulate(M, q0, qd0, params=params, dt=dt, t_end=t_end, backend=backend, record_every=1, **options)
+    N = r.q.shape[0]
+    P = _param_values(M, params, N, "params")
+    names = [x["name"] for x in M.params]
+    rank_rtol = options.get("rank_rtol", _core.default_rank_rtol())
+    rows = [np.flatnonzero(np.isfinite(r.traj_t[i])) for i in range(N)]
+    T = max(len(k) for k in rows) + 1
+    t_all = np.full((N, T), np.nan)
+    change = np.full((N, T), np.nan)
+    work = np.full((N, T), np.nan)
+    mismatch, scale, where = np.zeros(N), np.zeros(N), np.zeros(N)
+    for i in range(N):
+        t, q, qd = r.traj_t[i, rows[i]], r.traj_q[i, rows[i]], r.traj_qd[i, rows[i]]
+        if r.t[i] > t[-1]:  # the last state, where it is not a recorded row
+            t, q, qd = np.append(t, r.t[i]), np.vstack([q, r.q[i]]), np.vstack([qd, r.qd[i]])
+        k = t.size
+        E, K = _core.energies(M, np.repeat(P[i:i + 1], k, axis=0), np.ascontiguousarray(q),
+                              np.ascontiguousarray(qd), np.ascontiguousarray(t))
+        p = dict(zip(names, (float(x) for x in P[i])))
+        if power is None:
+            f = np.zeros(k)
+        else:
+            f = np.empty(k)
+            for j in range(k):
+                args = (q[j].copy(), qd[j].copy(), float(t[j]), dict(p))
+                if with_a:
+                    args += (Result(_core.evaluate(M, "reference", list(P[i]), list(q[j]), list(qd[j]),
+                                                   float(t[j]), rank_rtol)),)
+                value = power(*args)
+                try:
+                    f[j] = float(value)
+                except (TypeError, ValueError):
+                    raise TypeError(f"power: expected a number, got {type(value).__name__} (system {i}, t = {t[j]!r})")
+                if not math.isfinite(f[j]):
+                    raise ValueError(f"power: returned {f[j]!r} at system {i}, t = {t[j]!r} ({M.name}: "
+                                     f"q = {list(q[j])}, qd = {list(qd[j])})")
+        W = _cumulative_integral(t, f)
+        absW = _cumulative_integral(t, np.abs(f))
+        dE = E - E[0]
+        gap = np.abs(dE - W)
+        t_all[i, :k], change[i, :k], work[i, :k] = t, dE, W
+        j = int(np.argmax(gap))
+        mismatch[i], where[i] = gap[j], t[j]
+        scale[i] = max(float(np.max(np.abs(K - K[0]))), float(absW[-1]), float(np.max(np.abs(dE))))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(mismatch == 0, 0.0, mismatch / scale)
+    worst = int(np.argmax(relative))
+    passed = bool(np.all(relative <= rtol))
+    message = (f"energy balance of '{M.name}' {'holds' if passed else 'FAILS'} to rtol = {rtol:g} in {N} "
+               f"system{'s' if N > 1 else ''}: worst system {worst}, |E - E0 - W| = {mismatch[worst]:.3g} at "
+               f"t = {where[worst]:.6g}, {relative[worst]:.3g} of its scale {scale[worst]:.3g}")
+    return Result({"t": t_all, "energy_change": change, "work": work, "mismatch": mismatch, "scale": scale,
+                   "relative": relative, "status_name": r.status_name, "worst": worst, "passed": passed,
+                   "message": message})
+
+
+def _cumulative_integral(t, f):
+    """The integral of f from t[0] to each t[j], fourth order on each run
+    of equal steps (the cubic through four neighbours of the run; a run of
+    three points: the parabola; of two: the trapezoid), so that a kink at
+    a run's end (an event) stays at a node."""
+    W = np.zeros(t.size)
+    h = np.diff(t)
+    k, n = 0, h.size
+    while k < n:
+        e = k + 1
+        while e < n and abs(h[e] - h[k]) <= 1e-6 * abs(h[k]):
+            e += 1
+        a, points = k, e - k + 1  # the run's points a .. e
+        for j in range(k, e):
+            x = h[k]
+            if points == 2:
+                s = x * (f[j] + f[j + 1]) / 2
+            elif points == 3:
+                s = x * ((5 * f[j] + 8 * f[j + 1] - f[j + 2]) if j == a else (-f[j - 1] + 8 * f[j] + 5 * f[j + 1])) / 12
+            elif j == a:
+                s = x * (9 * f[j] + 19 * f[j + 1] - 5 * f[j + 2] + f[j + 3]) / 24
+            elif j == e - 1:
+                s = x * (f[j - 2] - 5 * f[j - 1] + 19 * f[j] + 9 * f[j + 1]) / 24
+            else:
+                s = x * (-f[j - 1] + 13 * f[j] + 13 * f[j + 1] - f[j + 2]) / 24
+            W[j + 1] = W[j] + s
+        k = e
+    return W
 
 
 # ---------------------------------------------------------------- run

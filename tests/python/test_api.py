@@ -187,3 +187,59 @@ def test_python_dash_m_ukb_runs_the_command_line():
     bad = subprocess.run([sys.executable, "-m", "ukb", "accel", "--model", "no_such_model", "--q", "1,0", "--qd", "0,0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no_such_model" in bad.stderr
+
+
+def ring_friction_power(q, qd, t, p):
+    """The power of the ring's Coulomb friction from Newton's law alone:
+    -mu |N| |v|, N = m (g sin th - R w^2) (ring_closed_form)."""
+    th = math.atan2(q[1], q[0])
+    w = (q[0] * qd[1] - q[1] * qd[0]) / p["R"] ** 2
+    normal = p["m"] * (p["g"] * math.sin(th) - p["R"] * w * w)
+    return -p["mu"] * abs(normal) * p["R"] * abs(w)
+
+
+def test_energy_balance_holds_where_the_power_is_the_physics_and_fails_where_it_is_not():
+    # Below the ring's horizontal diameter the normal force keeps its sign
+    # (its kink where it passes zero would cost the rule and RK4 their order).
+    mu = np.array([0.0, 0.1, 0.3, 0.5])
+    q0, qd0 = ukb.initial_state("bead_on_ring", params={"R": 0.7}, theta=-1.3, omega=3.0, N=mu.size)
+    common = dict(params={"mu": mu, "R": 0.7}, t_end=0.6)
+    last = lambda a: np.array([row[np.isfinite(row)][-1] for row in a])
+    # Friction from Newton's law: the model's energy follows it to RK4's
+    # O(dt^4).
+    ok = ukb.energy_balance("bead_on_ring", q0, qd0, power=ring_friction_power, dt=1e-3, rtol=1e-8, **common)
+    assert ok.passed, ok.message
+    assert list(ok.status_name) == ["finished"] * 4
+    assert last(ok.work)[0] == 0 and np.all(last(ok.work)[1:] < -0.2 * ok.scale[1:]), (last(ok.work), ok.scale)
+    np.testing.assert_allclose(last(ok.energy_change), last(ok.work), rtol=1e-8, atol=1e-9)
+    # The normal force from the solver's evaluation (power's fifth argument).
+    with_a = ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, rtol=1e-8, **common,
+                                power=lambda q, qd, t, p, a: -p["mu"] * np.linalg.norm(a.Qc_ideal) * np.linalg.norm(qd))
+    assert with_a.passed, with_a.message
+    np.testing.assert_allclose(with_a.work, ok.work, rtol=1e-9, atol=1e-12)
+    # Claimed conservative, or with friction that adds energy: the balance
+    # fails by the order of the friction's work, except where mu = 0.
+    for wrong in (None, lambda q, qd, t, p: -ring_friction_power(q, qd, t, p)):
+        bad = ukb.energy_balance("bead_on_ring", q0, qd0, power=wrong, dt=1e-3, **common)
+        assert not bad.passed and "FAILS" in bad.message and bad.worst != 0
+        assert bad.relative[0] < 1e-9 and np.all(bad.relative[1:] > 0.2), bad.relative
+    # The rule's order matches RK4's: at coarse steps the mismatch falls
+    # about 16-fold when dt is halved.
+    coarse = [ukb.energy_balance("bead_on_ring", q0, qd0, power=ring_friction_power, dt=h, **common).mismatch
+              for h in (2e-2, 1e-2)]
+    assert np.all(coarse[0] > 1e-9) and np.all(coarse[0] / coarse[1] > 8), coarse
+
+
+def test_energy_balance_refuses_what_it_cannot_check():
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=0.3, omega=1.0)
+    for call, text in ((lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1, method="dopri5"),
+                        "RK4 at fixed steps"),
+                       (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1, power=3.0),
+                        "power: expected a function"),
+                       (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1,
+                                                   power=lambda q, qd, t, p: math.nan), "power: returned nan"),
+                       (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1, rtol=0),
+                        "rtol: expected a number > 0")):
+        with pytest.raises((ValueError, TypeError)) as e:
+            call()
+        assert text in str(e.value), str(e.value)

@@ -55,6 +55,24 @@ def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
     np.testing.assert_allclose(a.qdd[0], -10 * 0.4 - 0.25 * 9.81, rtol=1e-14)
 
 
+def test_a_model_files_energy_balance_checks_its_friction_against_the_law(tmp_path, source_dir, monkeypatch):
+    # The model file's friction and stick-slip against the power of Coulomb's
+    # law on a flat floor, -mu m g |v|, through every swing to rest; the same
+    # run claimed conservative fails, except where mu = 0.
+    monkeypatch.setenv("UKB_CACHE_DIR", os.environ.get("UKB_TEST_MODEL_CACHE", str(tmp_path / "cache")))
+    path = os.path.join(source_dir, "examples", "models", "spring_block.hpp")
+    mu = np.array([0.0, 0.05, 0.2])
+    q0, qd0 = ukb.initial_state(path, x=1.0, v=0.5, N=mu.size)
+    law = ukb.energy_balance(path, q0, qd0, params={"mu": mu}, dt=1e-3, t_end=15.0, event_tol=1e-12,
+                             power=lambda q, qd, t, p: -p["mu"] * p["m"] * p["g"] * abs(qd[0]))
+    assert law.passed, law.message
+    assert list(law.status_name) == ["finished", "at_rest", "at_rest"]
+    assert np.all(law.relative < 1e-7), law.relative
+    free = ukb.energy_balance(path, q0, qd0, params={"mu": mu}, dt=1e-3, t_end=15.0, event_tol=1e-12)
+    assert not free.passed
+    assert free.relative[0] < 1e-9 and np.all(free.relative[1:] > 0.5), free.relative
+
+
 def test_a_model_file_on_cuda_loads_its_cuda_backend_or_says_there_is_no_device(tmp_path, source_dir, monkeypatch):
     # backend="cuda" with a model file's path: the file is loaded with its
     # cuda backend (as `ukb accel --backend cuda` does) once a device is
