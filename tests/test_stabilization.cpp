@@ -779,7 +779,7 @@ TEST(Singular, ARankChangeMidRunIsCountedOrFailsAndAgreesWithReference) {
   Batch<ImpliedRowPendulum> steps = implied_row_batch();
   long first_marginal = -1, first_change = -1, eigen_marginal = -1, eigen_change = -1;
   for (long k = 1; k <= 500 && first_change < 0; ++k) {
-    advance(steps, Backend::cpu, free, 1);
+    integrate(steps, Backend::cpu, free, 1);
     const double ratio = eigen_sigma_ratio(steps, 0);
     if (eigen_marginal < 0 && ratio > rtol / 100) eigen_marginal = k;
     if (eigen_change < 0 && ratio > rtol) eigen_change = k;

@@ -144,13 +144,6 @@ Tally integrate(Batch<Mo>& b, Backend be, const RunOptions& r,
   return detail::tally(v, s);
 }
 
-/// integrate, by its name in ukb 0.1.
-template <Model Mo>
-Tally advance(Batch<Mo>& b, Backend be, const RunOptions& r, long budget = std::numeric_limits<long>::max(),
-              const EngineOptions& o = {}) {
-  return integrate(b, be, r, budget, o);
-}
-
 /// integrate: `steps` RK4 steps of size dt for every system whose status is
 /// ok, with no events located and no residuals tracked.
 template <Model Mo>

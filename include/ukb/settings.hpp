@@ -116,12 +116,20 @@ struct RunSettings {
   UKB_HD EvalSettings<T> eval() const { return {rank_rtol, baumgarte}; }
 };
 
+/// Whether time t is still before t_end: more than dt * policy::end_slack
+/// short of it (a time within that slack has reached t_end; a NaN time has
+/// not work left either). The kernels' one rule (the reference backend
+/// writes its own).
+template <class T>
+UKB_HD inline bool before_end(T t, const RunSettings<T>& s) {
+  return s.t_end - t > s.dt * T(policy::end_slack);
+}
+
 /// True while a system still has work: status ok, end time not reached
-/// (within dt * policy::end_slack) and fewer than max_steps steps taken.
+/// (before_end) and fewer than max_steps steps taken.
 template <class T>
 UKB_HD inline bool run_active(std::int32_t status, T t, std::int64_t steps, const RunSettings<T>& s) {
-  return status == static_cast<std::int32_t>(Status::ok) && s.t_end - t > s.dt * T(policy::end_slack) &&
-         steps < s.max_steps;
+  return status == static_cast<std::int32_t>(Status::ok) && before_end(t, s) && steps < s.max_steps;
 }
 
 /// What an integration call leaves behind (every integrating entry point

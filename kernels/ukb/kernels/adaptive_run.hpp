@@ -287,8 +287,7 @@ struct AdaptiveRun : RunCommon<Mo> {
   // is none (or the system fails here).
   UKB_HD bool begin(const BatchView<Mo>& v, const RunSettings<T>& s) {
     if (rest || !f.ok() || f.steps >= s.max_steps || !(f.t < s.t_pause)) return false;
-    const T remaining = s.t_end - f.t;
-    if (!(remaining > s.dt * T(policy::end_slack))) return false;
+    if (!before_end(f.t, s)) return false;
     // What B does in this step's evaluations (a rejected step's are not
     // counted; the location trials of an accepted one are).
     this->reset_ranks();

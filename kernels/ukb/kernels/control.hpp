@@ -23,8 +23,8 @@ struct FixedStep {
   /// than loop).
   template <class T>
   UKB_HD static bool next(T t, const RunSettings<T>& s, T& h) {
+    if (!before_end(t, s)) return false;
     const T remaining = s.t_end - t;
-    if (!(remaining > s.dt * T(policy::end_slack))) return false;
     h = remaining < s.dt * T(1 + policy::end_slack) ? remaining : s.dt;
     return t + h > t;
   }

@@ -150,8 +150,7 @@ struct RunCommon {
     if (rest) {
       f.status = static_cast<std::int32_t>(Status::at_rest);
       v.t_stop[sys] = f.t;
-    } else if (f.ok() && f.steps >= s.max_steps && s.t_end - s.t_end == T(0) &&
-               s.t_end - f.t > s.dt * T(policy::end_slack)) {
+    } else if (f.ok() && f.steps >= s.max_steps && s.t_end - s.t_end == T(0) && before_end(f.t, s)) {
       f.status = static_cast<std::int32_t>(Status::max_steps);  // the step limit came before a finite t_end
     } else if (!f.ok()) {
       v.t_stop[sys] = f.t;  // a failure: the time of the last good state
