@@ -196,16 +196,27 @@ std::string bytes_text(double b) {
   return buf;
 }
 
-// The memory a run needs: the results table (every sample) and the
-// ensemble of one chunk (every field of the table in fields.hpp, 8 bytes).
+// The memory a run needs: the results table (every sample: 8 bytes a
+// column, 4 its status) and the ensembles of one chunk and of the recorded
+// samples (every field of fields.hpp; the dense output, which only the
+// recorded samples keep, for those).
 double memory_need(const Config& c) {
   const ModelInfo& M = *c.model;
-  const double columns = 14.0 + 3.0 * M.n +
-                         static_cast<double>(c.inputs().size() + M.initial_names.size() + M.observable_names.size());
-  const double table = columns * 8.0 * static_cast<double>(c.samples);
-  const double per_system = 8.0 * (5.0 * M.n + M.m + static_cast<double>(M.params.size()) + 12.0);
-  const double systems = static_cast<double>(std::min(c.chunk, c.samples)) + static_cast<double>(c.record.size());
-  return table + per_system * systems;
+  Config layout = c;
+  layout.samples = 0;  // the columns alone, no room reserved
+  const double columns = static_cast<double>(make_table(layout).cols.size());
+  const double table = (8.0 * columns + 4.0) * static_cast<double>(c.samples);
+  double per_system = 0, dense = 0;
+  for (const FieldInfo& f : field_table) {
+    const double rows = f.rows == 'n'   ? M.n
+                        : f.rows == 'm' ? M.m
+                        : f.rows == 'p' ? static_cast<double>(M.params.size())
+                        : f.rows == 'd' ? 10.0 * M.n + 2
+                                        : 1.0;
+    (f.role == FieldRole::dense ? dense : per_system) += rows * (f.real ? 8.0 : f.bytes);
+  }
+  const double chunk = static_cast<double>(std::min(c.chunk, c.samples)), recorded = static_cast<double>(c.record.size());
+  return table + per_system * (chunk + recorded) + dense * recorded;
 }
 
 // Refuses a run that cannot fit in the memory this process may use (the
@@ -638,17 +649,14 @@ Outcome execute_rank(const Config& c, const ExecuteOptions& o, Cluster& cl) {
   return r;
 }
 
-Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned, bool& agreed) {
-  const auto start = Clock::now();
-  // Where the wall time went (run.json's phase_seconds): each phase's end.
-  nlohmann::json phases = nlohmann::json::object();
-  auto last_phase = start;
-  auto phase = [&](const char* name) {
-    const auto now = Clock::now();
-    phases[name] = std::chrono::duration<double>(now - last_phase).count();
-    last_phase = now;
-  };
-  Cluster* const cl = cluster_of(o);
+// ---------------------------------------------------------------- plan
+//
+// A run in one process (or rank 0 of a distributed run) is planned, then
+// its blocks run, then its outputs are published: execute_in calls the
+// three in turn.
+
+// Refuses what the run's backends cannot do here, before anything is made.
+void check_backends(const Config& c, const ExecuteOptions& o, Cluster* cl) {
   if (cl && o.crosscheck)
     throw ConfigError("--crosscheck: not available in a distributed run; cross-check with one process");
   if (c.backend == Backend::cuda) {
@@ -669,259 +677,343 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       throw ConfigError("--crosscheck-samples: expected an integer in [1, 1000000], got " +
                         std::to_string(o.crosscheck_samples));
   }
-  // A model file on cuda: its plugin with the cuda backend (compiled by nvcc
-  // on first use), whatever variant the config was parsed with.
-  const ModelInfo& M = [&]() -> const ModelInfo& {
-    if (c.backend != Backend::cuda || c.model_file.empty()) return *c.model;
-    try {
-      return load_model_file(c.model_file, {.cuda = true, .progress = true});
-    } catch (const ModelFileError& e) {
-      throw ConfigError(c.path + ": key 'model': " + e.what());
-    }
-  }();
-  // The cross-check's model: the cuda plugin of a model file where it runs on cuda.
-  const ModelInfo& M2 = [&]() -> const ModelInfo& {
-    if (!o.crosscheck || *o.crosscheck != Backend::cuda || c.model_file.empty()) return M;
-    try {
-      return load_model_file(c.model_file, {.cuda = true, .progress = true});
-    } catch (const ModelFileError& e) {
-      throw ConfigError(std::string("--crosscheck cuda: the config's key 'model': ") + e.what());
-    }
-  }();
-  if (o.crosscheck) {  // the other backend can run this model: found now, not after the run
-    try {
-      (void)M2.ensemble(1, *o.crosscheck);
-    } catch (const std::exception& e) {
-      throw ConfigError("--crosscheck " + std::string(to_string(*o.crosscheck)) + ": " + e.what());
-    }
+}
+
+// A model file's plugin with the cuda backend (compiled by nvcc on first
+// use), whatever variant the config was parsed with; `what` names the
+// source of a failure.
+const ModelInfo& cuda_plugin(const Config& c, const std::string& what) {
+  try {
+    return load_model_file(c.model_file, {.cuda = true, .progress = true});
+  } catch (const ModelFileError& e) {
+    throw ConfigError(what + e.what());
   }
-  // A checkpoint: continue from it (--resume), or refuse to overwrite it.
-  const fs::path ckpt_file = fs::path(dir) / checkpoint_name;
-  if (o.resume) require_checkpoint(dir);  // before any work
-  // The files the run must not overwrite (a resumed run's config is the
-  // checkpoint's text, its path as given then).
+}
+
+// The files the run must not overwrite: its config (a resumed run's config
+// is the checkpoint's text, its path as given then) and its model file.
+std::vector<fs::path> run_inputs(const Config& c, const ExecuteOptions& o) {
   std::vector<fs::path> inputs;
   if (!o.resume) inputs.push_back(c.path);
   if (!c.model_file.empty()) {
     const fs::path model = split_model_spec(c.model_file).first;
     inputs.push_back(model.is_absolute() || c.source_dir.empty() ? model : fs::path(c.source_dir) / model);
   }
-  Output out(dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'", inputs);
+  return inputs;
+}
+
+// What the plan fixed: the models, the output directory, the table with
+// every sample's inputs, and where the work starts (the checkpoint's
+// samples and steps where resumed).
+struct Plan {
+  const ModelInfo* M = nullptr;   // the model the run integrates (a model file's cuda plugin on cuda)
+  const ModelInfo* M2 = nullptr;  // the cross-check's (the cuda plugin where it runs on cuda)
+  fs::path ckpt_file;
+  std::unique_ptr<Output> out;
+  Table table;
+  std::string identity;  // the config's: a checkpoint belongs to it
+  long done = 0;
+  double system_steps = 0;
+};
+
+// Continues from the checkpoint of p.ckpt_file: refused where it belongs
+// to another config, has other columns or other inputs than the config
+// draws; else its columns become the table's and its samples are done.
+void resume_from_checkpoint(const Config& c, Plan& p) {
+  Table& table = p.table;
+  const fs::path& ckpt_file = p.ckpt_file;
+  Checkpoint k = read_checkpoint(ckpt_file);
+  const CheckpointHeader& h = k.header;
+  check_version(ckpt_file, h);
+  const std::string diff = identity_difference(h.identity, p.identity);
+  if (!diff.empty())
+    throw ConfigError(ckpt_file.string() + ": the checkpoint belongs to another config (" + diff +
+                      "); resume with the same config and backend, or start the run again elsewhere");
+  bool same_cols = k.cols.size() == table.cols.size() && h.samples == c.samples &&
+                   k.status.size() == static_cast<std::size_t>(h.done);
+  for (std::size_t j = 0; same_cols && j < table.cols.size(); ++j)
+    same_cols = k.cols[j].name == table.cols[j].name && k.cols[j].integer == table.cols[j].integer;
+  if (!same_cols) throw ConfigError(ckpt_file.string() + ": the checkpoint's columns do not match this run's");
+  // Its inputs are those the config draws, bit for bit: a checkpoint
+  // altered (its checksum recomputed) would otherwise mix in results of
+  // other inputs.
+  for (std::size_t j = 0; j < table.cols.size(); ++j) {
+    const Column &mine = table.cols[j], &stored = k.cols[j];
+    if (!mine.input) continue;
+    const std::size_t n = mine.integer ? std::min(mine.i.size(), stored.i.size())
+                                       : std::min(mine.d.size(), stored.d.size());
+    for (std::size_t r = 0; r < n; ++r) {
+      const bool same = mine.integer ? mine.i[r] == stored.i[r]
+                                     : std::bit_cast<std::uint64_t>(mine.d[r]) == std::bit_cast<std::uint64_t>(stored.d[r]);
+      if (!same)
+        throw ConfigError(ckpt_file.string() + ": sample " + std::to_string(r) + "'s '" + mine.name + "' is " +
+                          (mine.integer ? std::to_string(stored.i[r]) : g17(stored.d[r])) +
+                          " in the checkpoint, but the config draws " +
+                          (mine.integer ? std::to_string(mine.i[r]) : g17(mine.d[r])) +
+                          ": the checkpoint was altered; delete it and start the run again");
+    }
+  }
+  // The checkpoint's columns become the table's (one copy in memory); the
+  // input columns hold every sample's draws already.
+  const std::size_t S = static_cast<std::size_t>(c.samples);
+  for (std::size_t j = 0; j < table.cols.size(); ++j) {
+    if (table.cols[j].input) continue;
+    table.cols[j].d = std::move(k.cols[j].d);
+    table.cols[j].i = std::move(k.cols[j].i);
+    table.cols[j].integer ? table.cols[j].i.reserve(S) : table.cols[j].d.reserve(S);
+  }
+  table.status = std::move(k.status);
+  table.status.reserve(S);
+  p.done = h.done;
+  p.system_steps = h.system_steps;
+  p.out->keep();
+}
+
+// The plan: every check that can fail before work (backends, models, the
+// output directory, memory, threads, every sample's inputs, a checkpoint to
+// continue from or not to overwrite), in that order.
+Plan plan_run(const Config& c, const ExecuteOptions& o, const std::string& dir) {
+  check_backends(c, o, cluster_of(o));
+  Plan p;
+  const bool file_on_cuda = c.backend == Backend::cuda && !c.model_file.empty();
+  p.M = file_on_cuda ? &cuda_plugin(c, c.path + ": key 'model': ") : c.model;
+  p.M2 = o.crosscheck && *o.crosscheck == Backend::cuda && !c.model_file.empty()
+             ? &cuda_plugin(c, "--crosscheck cuda: the config's key 'model': ")
+             : p.M;
+  if (o.crosscheck) {  // the other backend can run this model: found now, not after the run
+    try {
+      (void)p.M2->ensemble(1, *o.crosscheck);
+    } catch (const std::exception& e) {
+      throw ConfigError("--crosscheck " + std::string(to_string(*o.crosscheck)) + ": " + e.what());
+    }
+  }
+  p.ckpt_file = fs::path(dir) / checkpoint_name;
+  if (o.resume) require_checkpoint(dir);  // before any work
+  p.out = std::make_unique<Output>(
+      dir, o.resume ? "--resume" : !o.out_dir.empty() ? "--out" : c.path + ": key 'output.dir'", run_inputs(c, o));
   check_memory(c);
   check_threads(c, threads_of(c, o));
-  Table table = make_table(c);
-  draw_all(c, table, threads_of(c, o));
-
-  const std::string identity = config_identity(c.to_json());
-  double system_steps = 0;
-  long done = 0;
+  p.table = make_table(c);
+  draw_all(c, p.table, threads_of(c, o));
+  p.identity = config_identity(c.to_json());
   if (o.resume) {
-    Checkpoint k = read_checkpoint(ckpt_file);
-    const CheckpointHeader& h = k.header;
-    check_version(ckpt_file, h);
-    const std::string diff = identity_difference(h.identity, identity);
-    if (!diff.empty())
-      throw ConfigError(ckpt_file.string() + ": the checkpoint belongs to another config (" + diff +
-                        "); resume with the same config and backend, or start the run again elsewhere");
-    bool same_cols = k.cols.size() == table.cols.size() && h.samples == c.samples &&
-                     k.status.size() == static_cast<std::size_t>(h.done);
-    for (std::size_t j = 0; same_cols && j < table.cols.size(); ++j)
-      same_cols = k.cols[j].name == table.cols[j].name && k.cols[j].integer == table.cols[j].integer;
-    if (!same_cols) throw ConfigError(ckpt_file.string() + ": the checkpoint's columns do not match this run's");
-    // Its inputs are those the config draws, bit for bit: a checkpoint
-    // altered (its checksum recomputed) would otherwise mix in results of
-    // other inputs.
-    for (std::size_t j = 0; j < table.cols.size(); ++j) {
-      const Column &mine = table.cols[j], &stored = k.cols[j];
-      if (!mine.input) continue;
-      const std::size_t n = mine.integer ? std::min(mine.i.size(), stored.i.size())
-                                         : std::min(mine.d.size(), stored.d.size());
-      for (std::size_t r = 0; r < n; ++r) {
-        const bool same = mine.integer ? mine.i[r] == stored.i[r]
-                                       : std::bit_cast<std::uint64_t>(mine.d[r]) == std::bit_cast<std::uint64_t>(stored.d[r]);
-        if (!same)
-          throw ConfigError(ckpt_file.string() + ": sample " + std::to_string(r) + "'s '" + mine.name + "' is " +
-                            (mine.integer ? std::to_string(stored.i[r]) : g17(stored.d[r])) +
-                            " in the checkpoint, but the config draws " +
-                            (mine.integer ? std::to_string(mine.i[r]) : g17(mine.d[r])) +
-                            ": the checkpoint was altered; delete it and start the run again");
-      }
-    }
-    // The checkpoint's columns become the table's (one copy in memory); the
-    // input columns hold every sample's draws already.
-    const std::size_t S = static_cast<std::size_t>(c.samples);
-    for (std::size_t j = 0; j < table.cols.size(); ++j) {
-      if (table.cols[j].input) continue;
-      table.cols[j].d = std::move(k.cols[j].d);
-      table.cols[j].i = std::move(k.cols[j].i);
-      table.cols[j].integer ? table.cols[j].i.reserve(S) : table.cols[j].d.reserve(S);
-    }
-    table.status = std::move(k.status);
-    table.status.reserve(S);
-    done = h.done;
-    system_steps = h.system_steps;
-    out.keep();
-  } else if (fs::exists(ckpt_file)) {
+    resume_from_checkpoint(c, p);
+  } else if (fs::exists(p.ckpt_file)) {
     throw ConfigError((!o.out_dir.empty() ? std::string("--out") : c.path + ": key 'output.dir'") + ": '" + dir +
                       "' holds the checkpoint of an unfinished run; continue it with `ukb run --resume " + dir +
-                      "`, or delete " + ckpt_file.string() + " to start again");
+                      "`, or delete " + p.ckpt_file.string() + " to start again");
   }
-  auto save = [&] {
-    CheckpointHeader h;
-    h.version = ukb::version;
-    h.config_text = c.text;
-    h.config_path = c.path;
-    h.config_dir = c.source_dir;
-    h.identity = identity;
-    h.samples = c.samples;
-    h.done = done;
-    h.system_steps = system_steps;
-    as_write_error([&] { write_checkpoint(ckpt_file, h, table.cols, table.status); });
-    out.keep();
-    out.remove_stale();
-  };
-  phase("setup");
+  return p;
+}
 
+// Writes the checkpoint of the samples done so far.
+void save_checkpoint(const Config& c, Plan& p) {
+  CheckpointHeader h;
+  h.version = ukb::version;
+  h.config_text = c.text;
+  h.config_path = c.path;
+  h.config_dir = c.source_dir;
+  h.identity = p.identity;
+  h.samples = c.samples;
+  h.done = p.done;
+  h.system_steps = p.system_steps;
+  as_write_error([&] { write_checkpoint(p.ckpt_file, h, p.table.cols, p.table.status); });
+  p.out->keep();
+  p.out->remove_stale();
+}
+
+// ---------------------------------------------------------------- blocks
+
+// How the blocks went, for run.json.
+struct Work {
+  bool stopped = false;                          // a stop request: the checkpoint of p.done samples is written
+  double recording = 0;                          // the recorded samples, with their trajectories
+  BlockTimes times;                              // this process's blocks
+  double merging = 0;                            // rank 0's time merging the rows of every block
+  double last_wait = 0;                          // rank 0's wait for the last blocks of the others
+  std::vector<double> ranks_busy, ranks_blocks;  // per rank
+  Clock::time_point last_save;                   // the last checkpoint written (or the start of the blocks)
+};
+
+// The samples after p.done: the recorded ones first, with their
+// trajectories (their final states join the table in sample order, and the
+// blocks skip them), then blocks of c.chunk samples handed out in order in
+// one process, or by the cluster to its ranks, this process's own rows and
+// the others' merged in sample order. A checkpoint every
+// c.checkpoint_interval seconds, and where a stop request ends the work.
+// `planned` is set once the recorded samples are done (execute_one's
+// messages), `agreed` once the ranks agreed on the plan.
+Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned, bool& agreed) {
+  Cluster* const cl = cluster_of(o);
+  Table& table = p.table;
+  const ModelInfo& M = *p.M;
+  Work w;
   if (cl) {  // every rank's plan is made: the others learn where the work starts
     const std::string first = cl->agree("", true);
     agreed = true;
     if (!first.empty()) throw ConfigError(first);
-    cl->broadcast(done);
-    cl->serve((c.samples - done + c.chunk - 1) / c.chunk);  // before the recorded samples: nobody waits
+    cl->broadcast(p.done);
+    cl->serve((c.samples - p.done + c.chunk - 1) / c.chunk);  // before the recorded samples: nobody waits
   }
   const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
-  // The recorded samples first, with their trajectories: their final states
-  // join the table in sample order, and the chunks skip them.
   std::unique_ptr<Ensemble> recorded;
   std::vector<double> recorded_e0;
-  bool record_stopped = false;
   const auto record_from = Clock::now();
   if (!c.record.empty()) {
     recorded = M.ensemble(static_cast<int>(c.record.size()), c.backend);
     recorded_e0 = set_samples(c, table, *recorded, c.record, eo.threads);
-    AtomicFile& f = out.open("trajectories.csv");
+    AtomicFile& f = p.out->open("trajectories.csv");
     // A stop request while the recorded samples run (one process: under MPI
     // the other ranks' blocks may already join them) ends the run with the
     // checkpoint of the samples done before; they run again on --resume.
-    record_trajectories(c, *recorded, eo, f.stream(), cl ? nullptr : o.stop, &record_stopped);
+    record_trajectories(c, *recorded, eo, f.stream(), cl ? nullptr : o.stop, &w.stopped);
     f.close();
   }
-  const double recording = std::chrono::duration<double>(Clock::now() - record_from).count();
+  w.recording = std::chrono::duration<double>(Clock::now() - record_from).count();
+  planned = true;
+  Progress progress(o.progress, c.samples, p.done, p.system_steps);
+  w.last_save = Clock::now();
+  if (w.stopped) {  // the samples done before (none in a new run) are kept
+    save_checkpoint(c, p);
+    progress.update(p.done, p.system_steps, true);
+    return w;
+  }
   std::unordered_map<long, int> slot;  // sample -> its system in `recorded`
   for (std::size_t k = 0; k < c.record.size(); ++k) slot[c.record[k]] = static_cast<int>(k);
-  auto recorded_index = [&](long i) -> int {
-    const auto it = slot.find(i);
-    return it == slot.end() ? -1 : it->second;
-  };
   std::unique_ptr<Finals> recorded_finals;
   if (recorded) recorded_finals = std::make_unique<Finals>(*recorded, table);
-
-  const bool resumed_complete = o.resume && done == c.samples;  // only the outputs are left
-  planned = true;
-  Progress progress(o.progress, c.samples, done, system_steps);
-  // The outcome of a run stopped with its checkpoint written.
-  auto stopped = [&] {
-    progress.update(done, system_steps, true);
-    Outcome r;
-    r.interrupted = true;
-    r.done = done;
-    r.samples = c.samples;
-    r.checkpoint = ckpt_file.string();
-    r.out_dir = dir;
-    r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-    return r;
+  auto recorded_row = [&](long s) {
+    const int r = slot.at(s);
+    append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
+    return static_cast<double>(recorded->i64(Field::steps)[r]);
   };
-  if (record_stopped) {  // the samples done before (none in a new run) are kept
-    save();
-    return stopped();
-  }
-  auto last_save = Clock::now();
-  std::unique_ptr<Ensemble> e;
-  std::vector<double> ranks_busy, ranks_blocks;  // per rank, for run.json
-  double last_wait = 0;                          // rank 0's wait for the last blocks of the others
-  double merging = 0;                            // rank 0's time merging the others' rows
-  BlockTimes times;                              // this process's blocks, for run.json
-  {
-    // Blocks of c.chunk samples from `done`, handed out in order in one
-    // process, or by the cluster to its ranks: this process's own rows and
-    // the others' merged in sample order.
-    LocalBlocks local;
-    Cluster& work = cl ? *cl : static_cast<Cluster&>(local);
-    const long done0 = done, blocks = (c.samples - done + c.chunk - 1) / c.chunk;
-    if (!cl) work.serve(blocks);  // a cluster serves from the handshake on
-    long merged = 0;
-    double busy = 0, own = 0;
-    auto recorded_row = [&](long s) {
-      const int r = recorded_index(s);
-      append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
-      return static_cast<double>(recorded->i64(Field::steps)[r]);
-    };
-    auto merge = [&] {
-      std::vector<char> rows;
-      while (merged < blocks && work.take(merged, rows)) {
-        const auto [first, count] = block_span(c, done0, merged);
-        const auto t0 = Clock::now();
-        system_steps += merge_rows(table, c, first, count, rows, recorded_row);
-        merging += std::chrono::duration<double>(Clock::now() - t0).count();
-        done = first + count;
-        ++merged;
-        progress.update(done, system_steps);
-        if (o.after_chunk) o.after_chunk(done);
-      }
-    };
-    for (long b; (b = work.next_block()) >= 0;) {
-      const std::pair<long, long> span = block_span(c, done0, b);
-      const long first = span.first, count = span.second;  // (a lambda below uses them: no structured binding)
-      const auto t0 = Clock::now();
-      double partial = 0;  // the block's steps so far, for the progress line
-      work.deliver(b, block_rows(c, M, table, eo, first, count, e, times, [&](std::int64_t steps, long active) {
-                     partial += static_cast<double>(steps);
-                     progress.update(first + count - active, system_steps + partial);
-                   }));
-      busy += std::chrono::duration<double>(Clock::now() - t0).count();
-      ++own;
-      merge();
-      if (o.stop && o.stop->load() != 0) work.stop();
-      if (done < c.samples &&
-          std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
-        save();
-        last_save = Clock::now();
-      }
-    }
-    const auto idle_from = Clock::now();
-    work.finish();
-    merge();
-    if (cl) {
-      cl->broadcast(done);
-      ranks_busy = cl->gather(busy);
-      ranks_blocks = cl->gather(own);
-      cl->end();
-      last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
-    }
-    if (done < c.samples) {  // stopped: the blocks merged so far are kept
-      save();
-      return stopped();
-    }
-  }
-  phase("samples");
-  progress.update(done, system_steps, true);
 
-  // The results in a checkpoint before the outputs where the work since
-  // the last one reaches checkpoint_interval (the most work a crash may
-  // lose, as during the run); otherwise a failure while the outputs are
-  // written (a full disk) writes it then, so that --resume writes them.
-  bool saved = resumed_complete;
-  if (!saved && std::chrono::duration<double>(Clock::now() - last_save).count() >= c.checkpoint_interval) {
-    save();
-    saved = true;
+  std::unique_ptr<Ensemble> e;
+  LocalBlocks local;
+  Cluster& work = cl ? *cl : static_cast<Cluster&>(local);
+  const long done0 = p.done, blocks = (c.samples - p.done + c.chunk - 1) / c.chunk;
+  if (!cl) work.serve(blocks);  // a cluster serves from the handshake on
+  long merged = 0;
+  double busy = 0, own = 0;
+  auto merge = [&] {
+    std::vector<char> rows;
+    while (merged < blocks && work.take(merged, rows)) {
+      const auto [first, count] = block_span(c, done0, merged);
+      const auto t0 = Clock::now();
+      p.system_steps += merge_rows(table, c, first, count, rows, recorded_row);
+      w.merging += std::chrono::duration<double>(Clock::now() - t0).count();
+      p.done = first + count;
+      ++merged;
+      progress.update(p.done, p.system_steps);
+      if (o.after_chunk) o.after_chunk(p.done);
+    }
+  };
+  for (long b; (b = work.next_block()) >= 0;) {
+    const std::pair<long, long> span = block_span(c, done0, b);
+    const long first = span.first, count = span.second;  // (a lambda below uses them: no structured binding)
+    const auto t0 = Clock::now();
+    double partial = 0;  // the block's steps so far, for the progress line
+    work.deliver(b, block_rows(c, M, table, eo, first, count, e, w.times, [&](std::int64_t steps, long active) {
+                   partial += static_cast<double>(steps);
+                   progress.update(first + count - active, p.system_steps + partial);
+                 }));
+    busy += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++own;
+    merge();
+    if (o.stop && o.stop->load() != 0) work.stop();
+    if (p.done < c.samples &&
+        std::chrono::duration<double>(Clock::now() - w.last_save).count() >= c.checkpoint_interval) {
+      save_checkpoint(c, p);
+      w.last_save = Clock::now();
+    }
   }
-  phase("checkpoint");
+  const auto idle_from = Clock::now();
+  work.finish();
+  merge();
+  if (cl) {
+    cl->broadcast(p.done);
+    w.ranks_busy = cl->gather(busy);
+    w.ranks_blocks = cl->gather(own);
+    cl->end();
+    w.last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
+  }
+  if (p.done < c.samples) {  // stopped: the blocks merged so far are kept
+    save_checkpoint(c, p);
+    w.stopped = true;
+  }
+  progress.update(p.done, p.system_steps, true);
+  return w;
+}
+
+// ---------------------------------------------------------------- publish
+
+// Where the wall time went (run.json's phase_seconds): each phase's end.
+class Phases {
+ public:
+  explicit Phases(Clock::time_point start) : last_(start) {}
+  void end(const char* name) {
+    const auto now = Clock::now();
+    json_[name] = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+  const nlohmann::json& json() const { return json_; }
+
+ private:
+  nlohmann::json json_ = nlohmann::json::object();
+  Clock::time_point last_;
+};
+
+// run.json: the config as run, where the time went, the load balance.
+nlohmann::json run_record(const Config& c, const ExecuteOptions& o, const std::string& dir, const nlohmann::json& sum,
+                          double wall_s, const Phases& phases, const Plan& p, const Work& w,
+                          const std::optional<CrosscheckReport>& cross) {
+  Cluster* const cl = cluster_of(o);
+  nlohmann::json r;
+  r["config"] = nlohmann::json::parse(c.to_json());
+  r["config"]["output"]["dir"] = dir;  // where this run wrote (--out, or output.dir)
+  r["version"] = ukb::version;
+  r["backend"] = std::string(to_string(c.backend));
+  r["threads"] = c.backend == Backend::cpu ? thread_count(threads_of(c, o)) : 1;  // per rank
+  r["seed"] = c.seed;
+  r["samples"] = c.samples;
+  r["status_counts"] = sum["status_counts"];
+  r["wall_seconds"] = wall_s;
+  r["phase_seconds"] = phases.json();
+  // Within `samples`, this process's own blocks (rank 0's under MPI).
+  r["samples_seconds"] = {{"record", w.recording},       {"states", w.times.states}, {"integrate", w.times.integrate},
+                          {"rows", w.times.rows}, {"merge", w.merging}};
+  r["system_steps"] = p.system_steps;
+  r["ranks"] = cl ? cl->size() : 1;
+  if (cl) {  // the load balance: each rank's time integrating its blocks
+    r["rank_busy_seconds"] = w.ranks_busy;
+    std::vector<long> blocks;
+    for (double b : w.ranks_blocks) blocks.push_back(std::lround(b));
+    r["rank_blocks"] = blocks;
+    r["rank0_final_wait_seconds"] = w.last_wait;
+    r["rank0_merge_seconds"] = w.merging;
+  }
+  if (cross)
+    r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
+  std::vector<std::string> outputs = p.out->opened();  // what a later run into DIR may remove
+  outputs.emplace_back("run.json");
+  r["outputs"] = outputs;
+  return r;
+}
+
+// The outputs of a complete run (crosscheck.json, results, summary.json,
+// run.json), each under a temporary name renamed when complete. A failure
+// writes the checkpoint first where `saved` is false, so that --resume
+// writes them.
+Outcome publish(const Config& c, const ExecuteOptions& o, const std::string& dir, Plan& p, const Work& w,
+                Phases& phases, Clock::time_point start, bool saved) {
+  Output& out = *p.out;
+  const EngineOptions eo{.threads = threads_of(c, o), .simd = o.simd};
   try {
     std::optional<CrosscheckReport> cross;
     if (o.crosscheck) {
       // Whatever goes wrong in the cross-check, the run's own outputs follow.
       try {
-        cross = crosscheck_run(c, M2, table, o, eo);
+        cross = crosscheck_run(c, *p.M2, p.table, o, eo);
       } catch (const std::exception& why) {
         cross.emplace();
         cross->backend_a = to_string(c.backend);
@@ -933,61 +1025,33 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
       AtomicFile& f = out.open("crosscheck.json");
       f.stream() << cross->to_json();
       f.close();
-      phase("crosscheck");
+      phases.end("crosscheck");
     }
     if (c.write_csv) {
       AtomicFile& f = out.open("results.csv");
-      write_csv(f.stream(), table, eo.threads);
+      write_csv(f.stream(), p.table, eo.threads);
       f.close();
-      phase("results_csv");
+      phases.end("results_csv");
     }
     if (c.write_npy) {
       AtomicFile& f = out.open("results.npy");
-      write_npy(f.stream(), table);
+      write_npy(f.stream(), p.table);
       f.close();
-      phase("results_npy");
+      phases.end("results_npy");
     }
     Outcome result;
     result.samples = c.samples;
     result.done = c.samples;
-    const nlohmann::json sum = summary(c, table, result, eo.threads);
+    const nlohmann::json sum = summary(c, p.table, result, eo.threads);
     {
       AtomicFile& f = out.open("summary.json");
       f.stream() << sum.dump(2) << '\n';
       f.close();
     }
-    phase("summary");
+    phases.end("summary");
     result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     {
-      nlohmann::json r;
-      r["config"] = nlohmann::json::parse(c.to_json());
-      r["config"]["output"]["dir"] = dir;  // where this run wrote (--out, or output.dir)
-      r["version"] = ukb::version;
-      r["backend"] = std::string(to_string(c.backend));
-      r["threads"] = c.backend == Backend::cpu ? thread_count(eo.threads) : 1;  // per rank
-      r["seed"] = c.seed;
-      r["samples"] = c.samples;
-      r["status_counts"] = sum["status_counts"];
-      r["wall_seconds"] = result.wall_s;
-      r["phase_seconds"] = phases;
-      // Within `samples`, this process's own blocks (rank 0's under MPI).
-      r["samples_seconds"] = {{"record", recording},     {"states", times.states}, {"integrate", times.integrate},
-                              {"rows", times.rows}, {"merge", merging}};
-      r["system_steps"] = system_steps;
-      r["ranks"] = cl ? cl->size() : 1;
-      if (cl) {  // the load balance: each rank's time integrating its blocks
-        r["rank_busy_seconds"] = ranks_busy;
-        std::vector<long> blocks;
-        for (double b : ranks_blocks) blocks.push_back(std::lround(b));
-        r["rank_blocks"] = blocks;
-        r["rank0_final_wait_seconds"] = last_wait;
-        r["rank0_merge_seconds"] = merging;
-      }
-      if (cross)
-        r["crosscheck"] = {{"against", cross->backend_b}, {"samples", cross->samples}, {"pass", cross->pass}};
-      std::vector<std::string> outputs = out.opened();  // what a later run into DIR may remove
-      outputs.emplace_back("run.json");
-      r["outputs"] = outputs;
+      const nlohmann::json r = run_record(c, o, dir, sum, result.wall_s, phases, p, w, cross);
       AtomicFile& f = out.open("run.json");
       f.stream() << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a path need not be UTF-8
       f.close();
@@ -1005,13 +1069,46 @@ Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& 
   } catch (const std::exception& failure) {
     if (saved) throw;
     try {
-      save();  // the caller says it is kept, and how to go on
+      save_checkpoint(c, p);  // the caller says it is kept, and how to go on
     } catch (const std::exception& why) {
       throw WriteError(std::string(failure.what()) + "; the checkpoint could not be written either (" + why.what() +
                        ")");
     }
     throw;
   }
+}
+
+Outcome execute_in(const Config& c, const ExecuteOptions& o, const std::string& dir, bool& planned, bool& agreed) {
+  const auto start = Clock::now();
+  Phases phases(start);
+  Plan p = plan_run(c, o, dir);
+  phases.end("setup");
+
+  const bool resumed_complete = o.resume && p.done == c.samples;  // only the outputs are left
+  const Work w = run_blocks(c, o, p, planned, agreed);
+  if (w.stopped) {  // the checkpoint is written
+    Outcome r;
+    r.interrupted = true;
+    r.done = p.done;
+    r.samples = c.samples;
+    r.checkpoint = p.ckpt_file.string();
+    r.out_dir = dir;
+    r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    return r;
+  }
+  phases.end("samples");
+
+  // The results in a checkpoint before the outputs where the work since
+  // the last one reaches checkpoint_interval (the most work a crash may
+  // lose, as during the run); otherwise a failure while the outputs are
+  // written (a full disk) writes it then, so that --resume writes them.
+  bool saved = resumed_complete;
+  if (!saved && std::chrono::duration<double>(Clock::now() - w.last_save).count() >= c.checkpoint_interval) {
+    save_checkpoint(c, p);
+    saved = true;
+  }
+  phases.end("checkpoint");
+  return publish(c, o, dir, p, w, phases, start, saved);
 }
 
 }  // namespace
