@@ -21,7 +21,7 @@ def resting_position(x0, mu, k=10.0, m=1.0, g=9.81):
 
 
 def test_a_model_file_runs_from_python(tmp_path, source_dir, monkeypatch):
-    # The cache of the C++ model-file tests (tests/test_model_files.cpp,
+    # The cache of the C++ model-file tests (tests/models/test_model_files.cpp,
     # example_cache; ctest sets UKB_TEST_MODEL_CACHE): ctest runs this after
     # the test that compiles spring_block.hpp there, so the plugin is found,
     # not compiled again (either way the module loads it through the same

@@ -1,6 +1,6 @@
 // Bad configs and output directories: refused with exit code 2 and a
 // message, nothing left behind.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

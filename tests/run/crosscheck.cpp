@@ -1,6 +1,6 @@
 // `--crosscheck`: backends compared under the documented rules, planted
 // errors found, the subset reproducible.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

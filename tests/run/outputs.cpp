@@ -1,6 +1,6 @@
 // The output files (results, summary, trajectories, run.json, stdout)
 // against each other and against the sorted values; the example configs.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

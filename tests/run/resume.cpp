@@ -1,6 +1,6 @@
 // Interruption and resume: checkpoints at signals, bitwise the same
 // outputs, damaged or foreign checkpoints refused.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

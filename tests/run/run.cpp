@@ -1,7 +1,7 @@
 // `ukb run` as a whole: reproducibility across runs, threads, chunks and
 // backends, adaptive steps, step limits, bad initial states; every
 // documented default and rule against the code.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

@@ -1,6 +1,6 @@
 // Monte Carlo sampling: Philox against its known answers, each distribution
 // against its closed-form moments and law, sweep axes.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

@@ -1,6 +1,6 @@
 // Stick-slip in Monte Carlo runs: the incline against its analytic stop,
 // the ring against an independent integrator of the polar-angle equation.
-#include "support.hpp"
+#include "run/run_support.hpp"
 
 namespace ukb::test {
 namespace {

@@ -11,7 +11,7 @@
 /// (kernels::SystemRun: event location, projection, limits, handlers). The
 /// loop that drives the lanes is kernels::integrate_systems. Every lane
 /// computes what the scalar kernels compute for its system, bit for bit
-/// (lanes.hpp), which tests/test_simd.cpp checks.
+/// (lanes.hpp), which tests/kernels/test_simd.cpp checks.
 ///
 /// CPU code only: nvcc never sees this header.
 #pragma once

@@ -5,7 +5,7 @@
 ///
 /// This file is compiled twice: by nvcc through backend.cuh, where
 /// UKB_LAUNCH is a real <<<grid, block>>> launch, and by g++ against
-/// Thrust's CPP backend in tests/test_cuda_emulation.cpp, where UKB_LAUNCH
+/// Thrust's CPP backend in tests/kernels/test_cuda_emulation.cpp, where UKB_LAUNCH
 /// runs every thread of the same launch on the CPU (launch.hpp). So
 /// everything but the `<<<>>>` itself is executed in CI, where there is no
 /// GPU.

@@ -14,7 +14,7 @@
 /// scalar instantiation, operation for operation (IEEE operations round the
 /// same in a lane as in a scalar register, and the build contracts none into
 /// an FMA: -ffp-contract=off), so a pack gives the scalar results bit for
-/// bit (tests/test_simd.cpp checks it).
+/// bit (tests/kernels/test_simd.cpp checks it).
 #pragma once
 
 #include <type_traits>

@@ -1,4 +1,4 @@
-// tests/test_model_files.cpp, ModelFiles.AHandlerThatResumesInPlaceFailsTheSampleNotTheRun:
+// tests/models/test_model_files.cpp, ModelFiles.AHandlerThatResumesInPlaceFailsTheSampleNotTheRun:
 // examples/models/spring_block.hpp with a handler that resumes without
 // leaving the event (docs/adding-a-model.md, "The event contract").
 // A model file with Coulomb friction and stick-slip (docs/adding-a-model.md): a

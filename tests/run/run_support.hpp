@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "../cli_support.hpp"
-#include "../worst.hpp"
+#include "cli_support.hpp"
+#include "worst.hpp"
 #include "ukb/engine.hpp"
 #include "ukb/models/all.hpp"
 #include "checkpoint.hpp"
