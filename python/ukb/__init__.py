@@ -431,7 +431,8 @@ def energy_balance(model, q0, qd0, *, power=None, params=None, dt, t_end, rtol=1
     |energy_change - work|), scale (N: the largest of |T - T(t0)|, of the
     integral of |P| and of |energy_change|), relative (mismatch / scale),
     status_name (the systems' statuses), worst (the system of the largest
-    relative mismatch), passed (relative <= rtol for every system) and
+    relative mismatch), passed (relative <= rtol for every system, and no
+    system failed: a failed one is checked only up to its failure) and
     message (one line: passed or not, the worst system, its mismatch, and
     when it was largest). A sign error in a force, a potential that does
     not match the force, or a wrong factor in a damping term shows as a
@@ -506,10 +507,14 @@ def energy_balance(model, q0, qd0, *, power=None, params=None, dt, t_end, rtol=1
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(mismatch == 0, 0.0, mismatch / scale)
     worst = int(np.argmax(relative))
-    passed = bool(np.all(relative <= rtol))
+    # A system that failed was checked only up to its failure.
+    failed = [i for i in range(N) if str(r.status_name[i]).startswith("failed")]
+    passed = bool(np.all(relative <= rtol)) and not failed
     message = (f"energy balance of '{M.name}' {'holds' if passed else 'FAILS'} to rtol = {rtol:g} in {N} "
                f"system{'s' if N > 1 else ''}: worst system {worst}, |E - E0 - W| = {mismatch[worst]:.3g} at "
-               f"t = {where[worst]:.6g}, {relative[worst]:.3g} of its scale {scale[worst]:.3g}")
+               f"t = {where[worst]:.6g}, {relative[worst]:.3g} of its scale {scale[worst]:.3g}"
+               + (f"; system {failed[0]} failed ({r.status_name[failed[0]]}) at t = {r.t[failed[0]]:.6g}"
+                  if failed else ""))
     return Result({"t": t_all, "energy_change": change, "work": work, "mismatch": mismatch, "scale": scale,
                    "relative": relative, "status_name": r.status_name, "worst": worst, "passed": passed,
                    "message": message})

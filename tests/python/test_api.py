@@ -243,3 +243,13 @@ def test_energy_balance_refuses_what_it_cannot_check():
         with pytest.raises((ValueError, TypeError)) as e:
             call()
         assert text in str(e.value), str(e.value)
+
+
+def test_energy_balance_does_not_pass_a_system_that_failed():
+    # The ring's B has rank 1: expected_rank=0 fails the system at its first
+    # step, so nothing was checked and the balance cannot hold.
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=-1.3, omega=3.0)
+    r = ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=0.1, power=ring_friction_power, expected_rank=0)
+    assert list(r.status_name) == ["failed_rank"]
+    assert r.relative[0] == 0 and not r.passed, (r.relative, r.message)
+    assert "system 0 failed (failed_rank) at t = 0" in r.message, r.message
