@@ -236,33 +236,17 @@ ukb::RunOptions run_options(const py::dict& o) {
   return r;
 }
 
-py::dict simulate(const ModelInfo& M, const std::string& backend, const py::array_t<double, py::array::c_style>& params,
-                  const py::array_t<double, py::array::c_style>& q0, const py::array_t<double, py::array::c_style>& qd0,
-                  double t0, const py::dict& options, int threads, int chunk, bool simd, long record_every) {
-  const py::ssize_t N = q0.ndim() == 2 ? q0.shape(0) : -1, n = M.n, np_ = py::ssize_t(M.params.size());
-  if (N < 1 || N > std::numeric_limits<int>::max()) throw std::invalid_argument("q0: expected 1 to 2^31 - 1 systems");
-  const double* P = rows_of(params, N, np_, "params");
-  const double* Q = rows_of(q0, N, n, "q0");
-  const double* QD = rows_of(qd0, N, n, "qd0");
-  const ukb::RunOptions r = run_options(options);
-  ukb::EngineOptions eo;
-  eo.threads = threads;
-  eo.chunk = chunk;
-  eo.simd = simd;
-  ukb::check(eo);
-  if (record_every < 0) throw std::invalid_argument("record_every: expected an integer >= 1");
-
-  std::shared_ptr<ukb::Ensemble> e = M.ensemble(static_cast<int>(N), backend_of(backend));
-  std::vector<double> e0(static_cast<std::size_t>(N));
-  for (py::ssize_t i = 0; i < N; ++i) {
-    const std::span<const double> p(P + i * np_, std::size_t(np_));
-    e->set(static_cast<int>(i), p, Q + i * n, QD + i * n, t0);
-    e0[std::size_t(i)] = M.energy(p, Q + i * n, QD + i * n, t0);
-  }
-
-  // Trajectories: rows of [q (n x N), qd (n x N), t (N)], row k after k
-  // calls of record_every steps; a system that had stopped before a call
-  // has NaN in that call's row.
+// Integrates every system of e until none has work left, in calls of about
+// 0.1 s (a budget of steps that grows and shrinks with the time a call
+// took), so that Ctrl-C is seen soon whatever the model costs; budgets never
+// change results. With record_every, a call is record_every steps and the
+// trajectories are returned: rows of [q (n x N), qd (n x N), t (N)], row k
+// after k calls; a system that had stopped before a call has NaN in that
+// call's row.
+std::shared_ptr<std::vector<double>> integrate_all(ukb::Ensemble& ens, int coords, const ukb::RunOptions& r,
+                                                   const ukb::EngineOptions& eo, long record_every) {
+  ukb::Ensemble* const e = &ens;
+  const py::ssize_t N = ens.size(), n = coords;
   const std::size_t row = std::size_t((2 * n + 1) * N);
   auto traj = std::make_shared<std::vector<double>>();
   auto record = [&](const std::vector<char>* moved) {
@@ -298,10 +282,6 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
     }
   };
 
-  // Calls of the solver last about 0.1 s (a budget of steps that grows and
-  // shrinks with the time a call took), so that Ctrl-C is seen soon
-  // whatever the model costs; budgets never change results. With
-  // record_every, a call is record_every steps.
   long budget = record_every > 0 ? record_every : 16;
   if (record_every > 0) record(nullptr);
   std::vector<char> moved(static_cast<std::size_t>(N));
@@ -348,9 +328,14 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
 
-  // Outputs: views of the ensemble's fields, owned by one capsule.
+  return traj;
+}
+
+// What simulate returns of the ensemble's own fields: views owned by one
+// capsule (the state, status, t_stop, the counters of results.csv).
+void add_fields(py::dict& d, const ModelInfo& M, const ukb::RunOptions& r, const std::shared_ptr<ukb::Ensemble>& e) {
+  const py::ssize_t N = e->size(), n = M.n;
   const py::capsule keep = owner_of(e);
-  py::dict d;
   const py::ssize_t col = 1;
   d["q"] = view(e->real(Field::q), {N, n}, {col, N}, keep);
   d["qd"] = view(e->real(Field::qd), {N, n}, {col, N}, keep);
@@ -368,7 +353,14 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
   }
   d["counters"] = counters;
 
-  // Observables at the end: energies, natural quantities.
+}
+
+// The quantities of each system's final state: energy_start/energy_end
+// (models with a potential; e0 the energies at the start), the natural
+// quantities (`final`) and the model's own observables.
+void add_finals(py::dict& d, const ModelInfo& M, ukb::Ensemble& ens, const double* P, std::vector<double> e0) {
+  ukb::Ensemble* const e = &ens;
+  const py::ssize_t N = ens.size(), n = M.n, np_ = py::ssize_t(M.params.size());
   const double* q = e->real(Field::q);
   const double* qd = e->real(Field::qd);
   const double* t = e->real(Field::t);
@@ -419,7 +411,37 @@ py::dict simulate(const ModelInfo& M, const std::string& backend, const py::arra
       own_observables[py::str(M.observable_names[std::size_t(j)])] = view(obs->data() + j * N, {N}, {1}, own);
   }
   d["observables"] = own_observables;
+}
+
+py::dict simulate(const ModelInfo& M, const std::string& backend, const py::array_t<double, py::array::c_style>& params,
+                  const py::array_t<double, py::array::c_style>& q0, const py::array_t<double, py::array::c_style>& qd0,
+                  double t0, const py::dict& options, int threads, int chunk, bool simd, long record_every) {
+  const py::ssize_t N = q0.ndim() == 2 ? q0.shape(0) : -1, n = M.n, np_ = py::ssize_t(M.params.size());
+  if (N < 1 || N > std::numeric_limits<int>::max()) throw std::invalid_argument("q0: expected 1 to 2^31 - 1 systems");
+  const double* P = rows_of(params, N, np_, "params");
+  const double* Q = rows_of(q0, N, n, "q0");
+  const double* QD = rows_of(qd0, N, n, "qd0");
+  const ukb::RunOptions r = run_options(options);
+  ukb::EngineOptions eo;
+  eo.threads = threads;
+  eo.chunk = chunk;
+  eo.simd = simd;
+  ukb::check(eo);
+  if (record_every < 0) throw std::invalid_argument("record_every: expected an integer >= 1");
+
+  std::shared_ptr<ukb::Ensemble> e = M.ensemble(static_cast<int>(N), backend_of(backend));
+  std::vector<double> e0(static_cast<std::size_t>(N));
+  for (py::ssize_t i = 0; i < N; ++i) {
+    const std::span<const double> p(P + i * np_, std::size_t(np_));
+    e->set(static_cast<int>(i), p, Q + i * n, QD + i * n, t0);
+    e0[std::size_t(i)] = M.energy(p, Q + i * n, QD + i * n, t0);
+  }
+  const std::shared_ptr<std::vector<double>> traj = integrate_all(*e, M.n, r, eo, record_every);
+  py::dict d;
+  add_fields(d, M, r, e);
+  add_finals(d, M, *e, P, std::move(e0));
   if (record_every > 0) {
+    const std::size_t row = std::size_t((2 * n + 1) * N);
     const py::ssize_t T = py::ssize_t(traj->size() / row);
     const py::capsule own = owner_of(traj);
     const py::ssize_t rs = py::ssize_t(row);

@@ -495,33 +495,27 @@ void catch_stop_signals() {
   }
 }
 
-int cmd_run(const RunArgs& a) {
-  catch_stop_signals();  // first: a signal during start-up also leads to a checkpoint
+// --threads as a number; -1 where not given.
+int threads_arg(const RunArgs& a) {
+  if (a.threads.empty()) return -1;
+  int n = -1;
+  const char* end = a.threads.data() + a.threads.size();
+  const auto [ptr, ec] = std::from_chars(a.threads.data(), end, n);
+  if (ec != std::errc() || ptr != end || n < 0 || n > 4096)
+    throw UsageError("--threads: expected an integer in [0, 4096] (0: all cores), got '" +
+                     ukb::printable(a.threads, 80) + "'");
+  return n;
+}
+
+// The run's config (the file, or the checkpoint's with --resume) with the
+// command line's --threads and --backend; nullopt where a stop signal came
+// while it was read or its model compiled (a compiler it killed is no error
+// of the model). In an MPI job every rank reads the config, rank 0 first:
+// a model file is compiled once, into the cache the others then find it in
+// (a cache on a shared file system; else once per node). An error any rank
+// has is said once, by rank 0, and ends every rank with exit code 2.
+std::optional<ukb::run::Config> run_config(const RunArgs& a, int threads) {
   ukb::run::Config c;
-  if (a.config.empty() && a.resume.empty())
-    throw UsageError("run: expected a config file (ukb run CONFIG) or --resume DIR");
-  auto same_dir = [](const std::string& x, const std::string& y) {
-    std::error_code e1, e2;
-    return std::filesystem::weakly_canonical(x, e1) == std::filesystem::weakly_canonical(y, e2) && !e1 && !e2;
-  };
-  if (a.out_given && a.out.empty()) throw UsageError("--out: expected a directory name, got an empty string");
-  int threads = -1;
-  if (!a.threads.empty()) {
-    int n = -1;
-    const char* end = a.threads.data() + a.threads.size();
-    const auto [ptr, ec] = std::from_chars(a.threads.data(), end, n);
-    if (ec != std::errc() || ptr != end || n < 0 || n > 4096)
-      throw UsageError("--threads: expected an integer in [0, 4096] (0: all cores), got '" +
-                       ukb::printable(a.threads, 80) + "'");
-    threads = n;
-  }
-  if (!a.resume.empty() && !a.out.empty() && !same_dir(a.out, a.resume))
-    throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
-                     "'; expected no --out (or the same directory)");
-  // In an MPI job every rank reads the config, rank 0 first: a model file
-  // is compiled once, into the cache the others then find it in (a cache
-  // on a shared file system; else once per node). An error any rank has is
-  // said once, by rank 0, and ends every rank with exit code 2.
   std::string load_error;
   auto load = [&] {
     try {
@@ -531,13 +525,7 @@ int cmd_run(const RunArgs& a) {
     }
   };
   if (!g_silent_rank) load();
-  // A stop signal while the config was read or its model compiled (a
-  // compiler it killed is no error of the model): the run ends here.
-  if (!g_cluster && g_stop_signal.load() != 0) {
-    std::cerr << "ukb run: interrupted by " << stop_signal_name(g_stop_signal.load())
-              << " before the run started; nothing was written\n";
-    return 128 + g_stop_signal.load();
-  }
+  if (!g_cluster && g_stop_signal.load() != 0) return std::nullopt;
   if (g_cluster) {
     const std::string first = g_cluster->agree(load_error, false);  // rank 0's
     if (!first.empty()) throw UsageError(first);
@@ -551,10 +539,15 @@ int cmd_run(const RunArgs& a) {
     if (!b) throw UsageError("--backend: unknown backend '" + a.backend + "' (expected reference, cpu or cuda)");
     c.backend = *b;
   }
+  return c;
+}
 
-  // A run of very many steps says so before it starts (the progress line
-  // shows the rate on a terminal; SIGINT checkpoints it). Adaptive steps:
-  // at least the span over dt_max.
+// A run of very many steps says so before it starts (the progress line
+// shows the rate on a terminal; SIGINT checkpoints it). Adaptive steps: at
+// least the span over dt_max. So does a trajectories.csv of gigabytes: its
+// rows (a row every record_every steps, or every record_dt) of about 24
+// bytes a column.
+void warn_of_size(const ukb::run::Config& c) {
   const bool adaptive = c.run.method == ukb::Method::dopri5;
   const double span = std::isfinite(c.run.t_end) ? c.run.t_end - c.t0 : HUGE_VAL;
   const double per_sample = std::min(static_cast<double>(c.run.max_steps),
@@ -567,8 +560,6 @@ int cmd_run(const RunArgs& a) {
                 << " system-steps in all: days to years at the 1e6-1e8 system-steps/s of one machine; "
                    "SIGINT, SIGTERM, SIGHUP or SIGXCPU stops it with a checkpoint (ukb run --resume continues)\n";
   }
-  // So does a trajectories.csv of gigabytes: its rows (a row every
-  // record_every steps, or every record_dt) of about 24 bytes a column.
   if (!c.record.empty()) {
     const double rows = 2 + (c.record_dt > 0 ? std::floor(span / c.record_dt)
                                              : std::isfinite(per_sample) ? std::floor(per_sample / double(c.record_every))
@@ -583,33 +574,41 @@ int cmd_run(const RunArgs& a) {
                 << text << "; a larger output.record_every or record_dt writes less\n";
     }
   }
-  std::optional<ukb::Backend> cross;
-  long cross_samples = 256;
+}
+
+// --crosscheck BACKEND, --crosscheck-samples K, and
+// UKB_CROSSCHECK_PERTURB=SAMPLE (docs/crosscheck.md): an error of 1e-6
+// planted in that sample's final positions on the other backend, to see a
+// CI step fail as it should.
+struct CrosscheckArgs {
+  std::optional<ukb::Backend> backend;
+  long samples = 256;
+  std::function<void(ukb::run::Results&)> tamper;
+};
+
+CrosscheckArgs crosscheck_args(const RunArgs& a) {
+  CrosscheckArgs x;
   if (!a.crosscheck.empty()) {
-    cross = ukb::parse_backend(a.crosscheck);
-    if (!cross)
+    x.backend = ukb::parse_backend(a.crosscheck);
+    if (!x.backend)
       throw UsageError("--crosscheck: unknown backend '" + ukb::printable(a.crosscheck, 80) +
                        "' (expected reference, cpu or cuda)");
   }
   if (!a.crosscheck_samples.empty()) {
-    if (!cross) throw UsageError("--crosscheck-samples: applies to --crosscheck BACKEND only");
+    if (!x.backend) throw UsageError("--crosscheck-samples: applies to --crosscheck BACKEND only");
     const char* end = a.crosscheck_samples.data() + a.crosscheck_samples.size();
-    const auto [ptr, ec] = std::from_chars(a.crosscheck_samples.data(), end, cross_samples);
-    if (ec != std::errc() || ptr != end || cross_samples < 1 || cross_samples > 1000000)
+    const auto [ptr, ec] = std::from_chars(a.crosscheck_samples.data(), end, x.samples);
+    if (ec != std::errc() || ptr != end || x.samples < 1 || x.samples > 1000000)
       throw UsageError("--crosscheck-samples: expected an integer in [1, 1000000], got '" +
                        ukb::printable(a.crosscheck_samples, 80) + "'");
   }
-  // UKB_CROSSCHECK_PERTURB=SAMPLE (docs/crosscheck.md): an error of 1e-6
-  // planted in that sample's final positions on the
-  // other backend, to see a CI step fail as it should.
-  std::function<void(ukb::run::Results&)> tamper;
-  if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && cross) {
+  if (const char* p = std::getenv("UKB_CROSSCHECK_PERTURB"); p && x.backend) {
     long victim = -1;
     const char* end = p + std::strlen(p);
     const auto [ptr, ec] = std::from_chars(p, end, victim);
     if (ec != std::errc() || ptr != end || victim < 0)
       throw UsageError("UKB_CROSSCHECK_PERTURB: expected a sample index >= 0, got '" + ukb::printable(p, 80) + "'");
-    tamper = [victim](ukb::run::Results& r) {
+    x.tamper = [victim](ukb::run::Results& r) {
       for (std::size_t row = 0; row < r.rows(); ++row) {
         if (static_cast<long>(r.values[0][row]) != victim) continue;
         for (std::size_t k = 0; k < r.names.size(); ++k)
@@ -617,33 +616,13 @@ int cmd_run(const RunArgs& a) {
       }
     };
   }
-  ukb::run::Outcome o;
-  g_run_started.store(true);
-  try {
-    o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
-                              .progress = !a.quiet && !g_silent_rank && isatty(STDERR_FILENO),
-                              .resume = !a.resume.empty(),
-                              .stop = &g_stop_signal,
-                              .after_chunk = {},
-                              .crosscheck = cross,
-                              .crosscheck_samples = cross_samples,
-                              .crosscheck_tamper = tamper,
-                              .cluster = g_cluster});
-  } catch (const ukb::run::ConfigError& e) {
-    throw UsageError(e.what());
-  } catch (const ukb::BackendUnavailable& e) {
-    throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
-  }
-  if (o.interrupted) {
-    // In an MPI job a stop on any rank stops every rank (SIGTERM where none came here).
-    const int sig = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
-    if (!g_silent_rank)
-      std::cerr << "ukb run: interrupted by " << stop_signal_name(sig) << " after " << o.done
-                << " of " << o.samples << " samples; checkpoint written to " << ukb::printable(o.checkpoint)
-                << "\n  continue with: ukb run --resume " << ukb::printable(o.out_dir) << "\n";
-    return 128 + sig;
-  }
-  if (g_silent_rank) return 0;  // rank 0 reports the job
+  return x;
+}
+
+// The report of a complete run: the statuses, medians, residuals and files
+// on stdout, warnings and the cross-check's verdict on stderr. Its exit
+// code: 5 where the cross-check failed, 1 where a sample failed, else 0.
+int report_run(const ukb::run::Config& c, const ukb::run::Outcome& o) {
   long failed = 0;
   ukb::run::StdoutWriter w;
   std::ostream& out = w.stream();
@@ -686,6 +665,59 @@ int cmd_run(const RunArgs& a) {
     }
   }
   return failed > 0 ? 1 : 0;
+}
+
+
+int cmd_run(const RunArgs& a) {
+  catch_stop_signals();  // first: a signal during start-up also leads to a checkpoint
+  if (a.config.empty() && a.resume.empty())
+    throw UsageError("run: expected a config file (ukb run CONFIG) or --resume DIR");
+  auto same_dir = [](const std::string& x, const std::string& y) {
+    std::error_code e1, e2;
+    return std::filesystem::weakly_canonical(x, e1) == std::filesystem::weakly_canonical(y, e2) && !e1 && !e2;
+  };
+  if (a.out_given && a.out.empty()) throw UsageError("--out: expected a directory name, got an empty string");
+  const int threads = threads_arg(a);
+  if (!a.resume.empty() && !a.out.empty() && !same_dir(a.out, a.resume))
+    throw UsageError("--out: a resumed run writes into its own directory '" + a.resume +
+                     "'; expected no --out (or the same directory)");
+  const std::optional<ukb::run::Config> loaded = run_config(a, threads);
+  if (!loaded) {  // a stop signal before the run started
+    std::cerr << "ukb run: interrupted by " << stop_signal_name(g_stop_signal.load())
+              << " before the run started; nothing was written\n";
+    return 128 + g_stop_signal.load();
+  }
+  const ukb::run::Config& c = *loaded;
+  warn_of_size(c);
+  const CrosscheckArgs cross = crosscheck_args(a);
+  ukb::run::Outcome o;
+  g_run_started.store(true);
+  try {
+    o = ukb::run::execute(c, {.out_dir = a.resume.empty() ? a.out : a.resume,
+                              .progress = !a.quiet && !g_silent_rank && isatty(STDERR_FILENO),
+                              .resume = !a.resume.empty(),
+                              .stop = &g_stop_signal,
+                              .after_chunk = {},
+                              .crosscheck = cross.backend,
+                              .crosscheck_samples = cross.samples,
+                              .crosscheck_tamper = cross.tamper,
+                              .cluster = g_cluster});
+  } catch (const ukb::run::ConfigError& e) {
+    throw UsageError(e.what());
+  } catch (const ukb::BackendUnavailable& e) {
+    throw UsageError(std::string("backend ") + std::string(ukb::to_string(c.backend)) + ": " + e.what());
+  }
+  if (o.interrupted) {
+    // In an MPI job a stop on any rank stops every rank (SIGTERM where none came here).
+    const int sig = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
+    if (!g_silent_rank)
+      std::cerr << "ukb run: interrupted by " << stop_signal_name(sig) << " after " << o.done
+                << " of " << o.samples << " samples; checkpoint written to " << ukb::printable(o.checkpoint)
+                << "\n  continue with: ukb run --resume " << ukb::printable(o.out_dir) << "\n";
+    return 128 + sig;
+  }
+  if (g_silent_rank) return 0;  // rank 0 reports the job
+  return report_run(c, o);
 }
 
 // "; option '--stpes' is unknown (did you mean '--steps'?)" for the first
