@@ -17,6 +17,7 @@
 #include "ukb/fields.hpp"
 #include "ukb/model.hpp"
 #include "ukb/options.hpp"
+#include "ukb/text.hpp"  // closest_match, printable
 #include "ukb/status.hpp"
 
 namespace ukb {
@@ -198,16 +199,6 @@ const std::vector<ModelInfo>& all_models();
 
 /// The model of that name, or nullptr.
 const ModelInfo* find_model(std::string_view name);
-
-/// The candidate closest to `word` by edit distance if it is close enough to
-/// be a likely typo, else an empty string (for "did you mean" messages).
-std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
-
-/// `text` safe to print in a message: control characters (C0, DEL, C1)
-/// escaped as \xNN, so that a name from a file cannot drive the terminal;
-/// newlines and tabs kept where `keep_newlines`; at most `max_bytes` bytes of
-/// the text (0: all), then "... (N bytes)".
-std::string printable(std::string_view text, std::size_t max_bytes = 0, bool keep_newlines = false);
 
 /// A parameter's description and range (from a description ending in
 /// "(> x)", "(>= x)" or "(one of a, b, ...)").
