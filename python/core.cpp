@@ -150,9 +150,9 @@ py::tuple energies(const ModelInfo& M, const py::array_t<double, py::array::c_st
                    const py::array_t<double, py::array::c_style>& q, const py::array_t<double, py::array::c_style>& qd,
                    const py::array_t<double, py::array::c_style>& t) {
   const py::ssize_t N = q.ndim() == 2 ? q.shape(0) : 0, n = M.n, np_ = py::ssize_t(M.params.size());
-  const double* P = rows_of(params, N, np_, "params");
   const double* Q = rows_of(q, N, n, "q");
   const double* QD = rows_of(qd, N, n, "qd");
+  const double* P = rows_of(params, N, np_, "params");
   if (t.ndim() != 1 || t.shape(0) != N) throw std::invalid_argument("t: expected shape (" + std::to_string(N) + ",)");
   py::array_t<double> energy(N), kinetic(N);
   double* e = energy.mutable_data();

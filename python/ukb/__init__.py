@@ -424,7 +424,8 @@ def energy_balance(model, q0, qd0, *, power=None, params=None, dt, t_end, rtol=1
     fourth-order rule on each run of equal steps (events and the last step
     begin new runs), so that RK4's and the rule's errors are both O(dt^4).
     An event handler that changes the state (an impact) adds energy that P
-    does not: check up to the first such event.
+    does not: check up to the first such event. Where M or V depends on t
+    explicitly, dE/dt also has dV/dt + 1/2 q'^T (dM/dt) q': add them to P.
 
     Returns a Result: t, energy_change (E - E(t0)), work (W), each (N, T)
     and NaN after a system's last row; mismatch (N: the largest
@@ -530,11 +531,14 @@ def _cumulative_integral(t, f):
     k, n = 0, h.size
     while k < n:
         e = k + 1
-        while e < n and abs(h[e] - h[k]) <= 1e-6 * abs(h[k]):
+        # Equal up to the rounding of t (steps of dt far from t = 0 differ
+        # in their last bits).
+        same = 1e-6 * abs(h[k]) + 8 * np.finfo(float).eps * max(abs(t[0]), abs(t[-1]))
+        while e < n and abs(h[e] - h[k]) <= same:
             e += 1
         a, points = k, e - k + 1  # the run's points a .. e
+        x = (t[e] - t[a]) / (e - a)  # its step
         for j in range(k, e):
-            x = h[k]
             if points == 2:
                 s = x * (f[j] + f[j + 1]) / 2
             elif points == 3:

@@ -1141,10 +1141,16 @@ Outcome execute_one(const Config& c, const ExecuteOptions& o, bool& agreed) {
   } catch (const std::bad_alloc&) {
     const MemoryLimit have = available_memory();
     const std::string limit = have.bytes > 0 ? " (" + have.what + ": " + bytes_text(have.bytes) + " available)" : "";
-    if (!planned)
+    if (!planned) {
+      std::string need;  // the estimate allocates a little itself
+      try {
+        need = " (about " + bytes_text(memory_need(c)) + " needed" + limit + ")";
+      } catch (const std::exception&) {
+        need = limit;
+      }
       throw ConfigError(c.path + ": out of memory while planning the run of " + std::to_string(c.samples) +
-                        " samples (about " + bytes_text(memory_need(c)) + " needed" + limit +
-                        "); expected fewer samples (split the run by seed)");
+                        " samples" + need + "; expected fewer samples (split the run by seed)");
+    }
     throw ConfigError(c.path + ": out of memory during the run" + limit +
                       "; expected a smaller integrator.chunk or fewer samples" + kept());
   }

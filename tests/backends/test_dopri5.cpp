@@ -5,7 +5,7 @@
 // chain, the cpu backend against the reference backend's own Dormand–Prince,
 // events against RK4, the step-size floor, calls and the dense output.
 // (The lanes, bitwise: test_simd.cpp; SciPy's RK45: tests/scipy_rk45.py;
-// the CUDA source: test_cuda_emulation.cpp; ukb run: test_run.cpp.)
+// the CUDA source: test_cuda_emulation.cpp; ukb run: tests/run/.)
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -239,7 +239,9 @@ def test_energy_balance_refuses_what_it_cannot_check():
                        (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1,
                                                    power=lambda q, qd, t, p: math.nan), "power: returned nan"),
                        (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1, rtol=0),
-                        "rtol: expected a number > 0")):
+                        "rtol: expected a number > 0"),
+                       (lambda: ukb.energy_balance("bead_on_ring", q0, qd0, dt=1e-3, t_end=1, record_every=5),
+                        "records every step itself")):
         with pytest.raises((ValueError, TypeError)) as e:
             call()
         assert text in str(e.value), str(e.value)
@@ -253,3 +255,21 @@ def test_energy_balance_does_not_pass_a_system_that_failed():
     assert list(r.status_name) == ["failed_rank"]
     assert r.relative[0] == 0 and not r.passed, (r.relative, r.message)
     assert "system 0 failed (failed_rank) at t = 0" in r.message, r.message
+
+
+def test_the_balance_rule_is_exact_for_cubics_on_runs_of_equal_steps():
+    # The rule behind energy_balance's work: a run of four or more equal
+    # steps integrates a cubic exactly, a run of two a parabola, a single
+    # step a line; a step of length zero (a located event) adds nothing.
+    integral = ukb._cumulative_integral
+    cubic = lambda x: 2 - x + 3 * x**2 - 0.5 * x**3
+    prim = lambda x: 2 * x - x**2 / 2 + x**3 - x**4 / 8
+    t = np.linspace(0.3, 1.5, 7)  # one run of six steps
+    np.testing.assert_allclose(integral(t, cubic(t)), prim(t) - prim(t[0]), rtol=0, atol=1e-14)
+    para = lambda x: 1 + x - 2 * x**2
+    pprim = lambda x: x + x**2 / 2 - 2 * x**3 / 3
+    t = np.array([0.0, 0.2, 0.4, 0.4, 0.45, 0.5])  # runs: two of 0.2, a zero step, two of 0.05
+    np.testing.assert_allclose(integral(t, para(t)), pprim(t) - pprim(t[0]), rtol=0, atol=1e-15)
+    line = lambda x: 4 - 3 * x
+    t = np.array([0.0, 0.1, 0.35, 0.35, 1.0, 1.01])  # every step its own run
+    np.testing.assert_allclose(integral(t, line(t)), 4 * t - 1.5 * t**2, rtol=0, atol=1e-15)
