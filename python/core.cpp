@@ -157,16 +157,13 @@ py::tuple energies(const ModelInfo& M, const py::array_t<double, py::array::c_st
   py::array_t<double> energy(N), kinetic(N);
   double* e = energy.mutable_data();
   double* k = kinetic.mutable_data();
+  const std::vector<double> at_rest(static_cast<std::size_t>(n), 0.0);
   for (py::ssize_t i = 0; i < N; ++i) {
     const std::span<const double> values(P + i * np_, std::size_t(np_));
     const double* qi = Q + i * n;
     const double* qdi = QD + i * n;
     e[i] = M.energy(values, qi, qdi, t.data()[i]);
-    const ukb::Terms terms = M.terms(values, qi, qdi, t.data()[i]);
-    double s = 0;
-    for (py::ssize_t r = 0; r < n; ++r)
-      for (py::ssize_t c = 0; c < n; ++c) s += qdi[r] * terms.M[std::size_t(r * n + c)] * qdi[c];
-    k[i] = 0.5 * s;
+    k[i] = e[i] - M.energy(values, qi, at_rest.data(), t.data()[i]);  // T = E - V, V = E at rest
   }
   return py::make_tuple(energy, kinetic);
 }

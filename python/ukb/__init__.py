@@ -467,15 +467,13 @@ def energy_balance(model, q0, qd0, *, power=None, params=None, dt, t_end, rtol=1
     names = [x["name"] for x in M.params]
     rank_rtol = options.get("rank_rtol", _core.default_rank_rtol())
     rows = [np.flatnonzero(np.isfinite(r.traj_t[i])) for i in range(N)]
-    T = max(len(k) for k in rows) + 1
+    T = max(len(k) for k in rows)
     t_all = np.full((N, T), np.nan)
     change = np.full((N, T), np.nan)
     work = np.full((N, T), np.nan)
     mismatch, scale, where = np.zeros(N), np.zeros(N), np.zeros(N)
     for i in range(N):
-        t, q, qd = r.traj_t[i, rows[i]], r.traj_q[i, rows[i]], r.traj_qd[i, rows[i]]
-        if r.t[i] > t[-1]:  # the last state, where it is not a recorded row
-            t, q, qd = np.append(t, r.t[i]), np.vstack([q, r.q[i]]), np.vstack([qd, r.qd[i]])
+        t, q, qd = r.traj_t[i, rows[i]], r.traj_q[i, rows[i]], r.traj_qd[i, rows[i]]  # every step, the last too
         k = t.size
         E, K = _core.energies(M, np.repeat(P[i:i + 1], k, axis=0), np.ascontiguousarray(q),
                               np.ascontiguousarray(qd), np.ascontiguousarray(t))
