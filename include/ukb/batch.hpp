@@ -19,6 +19,7 @@
 
 #include "ukb/config.hpp"
 #include "ukb/fields.hpp"
+#include "ukb/fresh_memory.hpp"
 #include "ukb/model.hpp"
 #include "ukb/status.hpp"
 
@@ -239,8 +240,7 @@ class Batch {
     if (N < 1) throw std::invalid_argument("ukb::Batch: the number of systems must be >= 1");
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)           \
   if (!UKB_FIELD_IS(role, output) && !UKB_FIELD_IS(role, dense) && !UKB_FIELD_IS(role, adaptive)) \
-    name##_.assign(std::size_t(rows) * std::size_t(N),                            \
-                   detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init));
+    allocate(name##_, std::size_t(rows), Field::name);
     UKB_FIELDS(UKB_X)
 #undef UKB_X
     for (int i = 0; i < N; ++i) set_params(i, Params{});
@@ -294,8 +294,7 @@ class Batch {
     if (!rank_.empty()) return;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)           \
   if (UKB_FIELD_IS(role, output))                                                 \
-    name##_.assign(std::size_t(rows) * std::size_t(N_),                           \
-                   detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init));
+    allocate(name##_, std::size_t(rows), Field::name);
     UKB_FIELDS(UKB_X)
 #undef UKB_X
   }
@@ -306,8 +305,7 @@ class Batch {
     if (!rejected_.empty()) return;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)           \
   if (UKB_FIELD_IS(role, adaptive))                                               \
-    name##_.assign(std::size_t(rows) * std::size_t(N_),                           \
-                   detail::field_init<UKB_FIELD_TYPE(type, T)>(field_info(Field::name).nan_init));
+    allocate(name##_, std::size_t(rows), Field::name);
     UKB_FIELDS(UKB_X)
 #undef UKB_X
   }
@@ -323,7 +321,7 @@ class Batch {
   /// at fixed output times from it). Until then `dense(i, j)` throws.
   void allocate_dense() {
     if (!dense_.empty()) return;
-    dense_.assign(std::size_t(dn) * std::size_t(N_), std::numeric_limits<T>::quiet_NaN());
+    allocate(dense_, std::size_t(dn), Field::dense);
   }
 
   /// The SoA view handed to backends (the outputs of `evaluate` are null
@@ -338,6 +336,17 @@ class Batch {
   }
 
  private:
+  // A field's `rows` x N values at their initial value: a zero field is
+  // fresh memory (fresh_memory.hpp), first touched where a system is set.
+  template <class X>
+  void allocate(std::vector<X, FreshAllocator<X>>& v, std::size_t rows, Field f) {
+    const std::size_t size = rows * std::size_t(N_);
+    if (std::is_floating_point_v<X> && field_info(f).nan_init) {
+      v.assign(size, detail::field_init<X>(true));
+    } else {
+      std::vector<X, FreshAllocator<X>>(size).swap(v);
+    }
+  }
   BatchView<Mo> view_const() const { return const_cast<Batch*>(this)->view(); }
   template <class V>
   static const V& read(const V& v, Field f) {
@@ -359,7 +368,8 @@ class Batch {
   }
 
   int N_;
-#define UKB_X(name, type, shape, rows, role, init, column, when, doc) std::vector<UKB_FIELD_TYPE(type, T)> name##_;
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc) \
+  std::vector<UKB_FIELD_TYPE(type, T), FreshAllocator<UKB_FIELD_TYPE(type, T)>> name##_;
   UKB_FIELDS(UKB_X)
 #undef UKB_X
 };

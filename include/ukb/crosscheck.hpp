@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,6 @@ CrosscheckReport compare_results(const Config& c, const Results& a, const Result
 /// a point taken in turn from one chosen by that hash, the samples of a
 /// status in the order of a hash of (seed, sample). Memory: about K times
 /// the number of distinct statuses entries, whatever the sample count.
-std::vector<long> crosscheck_subset(const Config& c, const std::vector<std::int32_t>& status, long K);
+std::vector<long> crosscheck_subset(const Config& c, std::span<const std::int32_t> status, long K);
 
 }  // namespace ukb::run

@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -50,7 +52,7 @@ class EnsembleOf final : public Ensemble {
     pull();
     batch_.set_params(i, params_from<Mo>(params));
     batch_.set_state(i, q, qd, t);
-    host_newer_ = true;
+    if (!host_newer_.load(std::memory_order_relaxed)) host_newer_.store(true, std::memory_order_relaxed);
   }
 
   Tally integrate(const RunOptions& r, long budget, const EngineOptions& o) override {
@@ -80,10 +82,14 @@ class EnsembleOf final : public Ensemble {
   const std::int32_t* i32(Field f) override { return column<std::int32_t>(f); }
 
  private:
-  // The host copy is brought up to date with the device's.
+  // The host copy is brought up to date with the device's (once, whoever
+  // of the threads setting systems comes first).
   void pull() {
-    if (device_newer_) mirror_->download(batch_.view());
-    device_newer_ = false;
+    if (!device_newer_.load(std::memory_order_acquire)) return;
+    const std::lock_guard<std::mutex> lock(pulling_);
+    if (!device_newer_.load(std::memory_order_relaxed)) return;
+    mirror_->download(batch_.view());
+    device_newer_.store(false, std::memory_order_release);
   }
 
   template <class X>
@@ -103,7 +109,8 @@ class EnsembleOf final : public Ensemble {
   Batch<Mo> batch_;
   Backend backend_;
   std::unique_ptr<backends::cuda::DeviceMirror<Mo>> mirror_;
-  bool host_newer_ = true, device_newer_ = false;
+  std::atomic<bool> host_newer_ = true, device_newer_ = false;  // atomic: set() may run on many threads
+  std::mutex pulling_;
 };
 
 // One system evaluated on a backend.

@@ -43,7 +43,7 @@ std::string dump(const nlohmann::json& j) {
 }  // namespace
 
 void write_checkpoint(const fs::path& file, const CheckpointHeader& k, const std::vector<Column>& cols,
-                      const std::vector<std::int32_t>& status) {
+                      std::span<const std::int32_t> status) {
   nlohmann::json h;
   h["version"] = k.version;
   h["config_text"] = k.config_text;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ struct CheckpointHeader {
 struct Checkpoint {
   CheckpointHeader header;
   std::vector<Column> cols;          ///< the results table's first `done` rows
-  std::vector<std::int32_t> status;  ///< their statuses
+  Values<std::int32_t> status;       ///< their statuses
 };
 
 /// The file name of the checkpoint in an output directory.
@@ -59,7 +60,7 @@ inline const char* checkpoint_name = "checkpoint.ukb";
 /// the directory). Throws WriteError (or ConfigError for a path that cannot
 /// hold a file) when it cannot be written; the previous checkpoint stays.
 void write_checkpoint(const std::filesystem::path& file, const CheckpointHeader& h,
-                      const std::vector<Column>& cols, const std::vector<std::int32_t>& status);
+                      const std::vector<Column>& cols, std::span<const std::int32_t> status);
 
 /// Reads a checkpoint. Throws ConfigError naming the file and the problem
 /// for a missing, truncated, corrupted or foreign file (whatever its bytes),

@@ -306,7 +306,7 @@ std::string CrosscheckReport::to_json() const {
   return j.dump(2) + "\n";
 }
 
-std::vector<long> crosscheck_subset(const Config& c, const std::vector<std::int32_t>& status, long K) {
+std::vector<long> crosscheck_subset(const Config& c, std::span<const std::int32_t> status, long K) {
   const long S = c.samples;
   std::vector<long> out;
   if (K <= 0) return out;

@@ -150,35 +150,36 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
 }
 
 // Sets system k of e to sample ids[k] at its initial state, for every k;
-// returns the energies of those states. The states are computed by
-// `threads` threads (0: all cores), then set one by one (an Ensemble is not
-// shared between threads). The inputs of a sample (canonical order): the
-// varying ones as drawn into the table before the run, the fixed ones from
-// the config.
+// returns the energies of those states. By `threads` threads (0: all
+// cores), each setting the systems whose states it computes (Ensemble::set),
+// so that the ensemble's memory is first touched by the threads. The inputs
+// of a sample (canonical order): the varying ones as drawn into the table
+// before the run, the fixed ones from the config.
 std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, const std::vector<long>& ids,
                                 int threads) {
   const ModelInfo& M = *c.model;
   const std::size_t N = ids.size(), np = M.params.size(), n = static_cast<std::size_t>(M.n);
   const std::vector<const Input*> inputs = c.inputs();
-  std::vector<double> P(N * np), Q(N * n), QD(N * n), E0(N);
-  for_each_index<std::vector<double>>(static_cast<long>(N), threads, [&](long x, std::vector<double>& in) {
+  std::vector<double> E0(N);
+  struct Scratch {
+    std::vector<double> in, p, q, qd;
+  };
+  for_each_index<Scratch>(static_cast<long>(N), threads, [&](long x, Scratch& w) {
     const std::size_t k = static_cast<std::size_t>(x), i = static_cast<std::size_t>(ids[k]);
-    if (in.empty()) {  // the fixed inputs, once per thread
-      in.resize(inputs.size());
-      for (std::size_t j = 0; j < inputs.size(); ++j) in[j] = inputs[j]->dist.a;
+    if (w.in.empty()) {  // the fixed inputs, once per thread
+      w.in.resize(inputs.size());
+      for (std::size_t j = 0; j < inputs.size(); ++j) w.in[j] = inputs[j]->dist.a;
+      w.p.resize(np), w.q.resize(n), w.qd.resize(n);
     }
-    for (std::size_t v = 0; v < t.varying.size(); ++v) in[t.varying[v]] = t.cols[1 + v].d[i];
-    double* p = P.data() + k * np;
+    for (std::size_t v = 0; v < t.varying.size(); ++v) w.in[t.varying[v]] = t.cols[1 + v].d[i];
     try {
-      initial_state(c, ids[k], in, p, Q.data() + k * n, QD.data() + k * n);
-      E0[k] = M.energy(std::span<const double>(p, np), Q.data() + k * n, QD.data() + k * n, c.t0);
+      initial_state(c, ids[k], w.in, w.p.data(), w.q.data(), w.qd.data());
+      E0[k] = M.energy(std::span<const double>(w.p), w.q.data(), w.qd.data(), c.t0);
     } catch (const ModelError& thrown) {
       throw ModelError(thrown.what() + std::string(" (sample ") + std::to_string(ids[k]) + ")");
     }
+    e.set(static_cast<int>(k), std::span<const double>(w.p), w.q.data(), w.qd.data(), c.t0);
   });
-  for (std::size_t k = 0; k < N; ++k)
-    e.set(static_cast<int>(k), std::span<const double>(P.data() + k * np, np), Q.data() + k * n, QD.data() + k * n,
-          c.t0);
   return E0;
 }
 
@@ -455,63 +456,133 @@ struct BlockTimes {
   double rows = 0;       // the final states read and the rows made
 };
 
-// The rows of the samples of [first, first + count) that are not recorded
-// (the recorded ones are rank 0's), integrated on e: their count, their
-// system-steps, then every column of the table that is not an input (the
-// inputs are drawn on every rank), then their statuses.
+// The samples of [first, first + count) that are not recorded (those are
+// rank 0's, integrated with their trajectories).
+std::vector<long> unrecorded(const Config& c, long first, long count) {
+  const std::vector<long> record = sorted_record(c);
+  std::vector<long> ids;
+  ids.reserve(static_cast<std::size_t>(count));
+  for (long s = first; s < first + count; ++s)
+    if (!recorded_in(record, s)) ids.push_back(s);
+  return ids;
+}
+
+// Integrates the samples `ids` on e and makes their rows: put(k, values,
+// status) for system k (sample ids[k]) on the run's threads, `values` every
+// column's 8 bytes at its index (row_values; the inputs' left alone).
+// Returns their system-steps.
+template <class Put>
+double integrate_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
+                      const std::vector<long>& ids, std::unique_ptr<Ensemble>& e, BlockTimes& times,
+                      const std::function<void(std::int64_t steps, long active)>& each, const Put& put) {
+  const int N = static_cast<int>(ids.size());
+  double steps = 0;
+  if (N == 0) return steps;
+  auto t0 = Clock::now();
+  auto lap = [&](double& into) {
+    const auto now = Clock::now();
+    into += std::chrono::duration<double>(now - t0).count();
+    t0 = now;
+  };
+  if (!e || e->size() != N) e = M.ensemble(N, c.backend);
+  const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
+  lap(times.states);
+  integrate_until_done(*e, ids, c.run, eo, [&](std::int64_t s, long active) {
+    steps += static_cast<double>(s);
+    if (each) each(s, active);
+  });
+  lap(times.integrate);
+  const Finals f(*e, table);
+  struct Row {
+    RowScratch r;
+    std::vector<std::uint64_t> v;
+  };
+  for_each_index<Row>(N, eo.threads, [&](long k, Row& w) {
+    const std::size_t kk = static_cast<std::size_t>(k);
+    w.v.resize(table.cols.size());
+    std::int32_t st;
+    row_values(table, c, ids[kk], f, static_cast<int>(k), e0[kk], w.v.data(), st, w.r);
+    put(kk, w.v.data(), st);
+  });
+  lap(times.rows);
+  return steps;
+}
+
+// The rows of block [first, first + count) of a distributed run, for rank
+// 0: the unrecorded samples' count, their system-steps, then every column
+// of the table that is not an input (the inputs are drawn on every rank),
+// then their statuses.
 std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
                              long first, long count, std::unique_ptr<Ensemble>& e, BlockTimes& times,
                              const std::function<void(std::int64_t steps, long active)>& each = {}) {
-  const std::vector<long> record = sorted_record(c);
-  std::vector<long> ids;
-  for (long s = first; s < first + count; ++s)
-    if (!recorded_in(record, s)) ids.push_back(s);
-  const int N = static_cast<int>(ids.size());
+  const std::vector<long> ids = unrecorded(c, first, count);
   // Where each column that is not an input goes among the block's columns.
   std::vector<std::size_t> slot(table.cols.size(), 0);
   std::size_t cols = 0;
   for (std::size_t j = 0; j < table.cols.size(); ++j)
     if (!table.cols[j].input) slot[j] = cols++;
-  const std::size_t n = static_cast<std::size_t>(N);
+  const std::size_t n = ids.size();
   std::vector<char> out(16 + n * (cols * 8 + 4));
-  double steps = 0;
-  if (N > 0) {
-    auto t0 = Clock::now();
-    auto lap = [&](double& into) {
-      const auto now = Clock::now();
-      into += std::chrono::duration<double>(now - t0).count();
-      t0 = now;
-    };
-    if (!e || e->size() != N) e = M.ensemble(N, c.backend);
-    const std::vector<double> e0 = set_samples(c, table, *e, ids, eo.threads);
-    lap(times.states);
-    integrate_until_done(*e, ids, c.run, eo, [&](std::int64_t s, long active) {
-      steps += static_cast<double>(s);
-      if (each) each(s, active);
-    });
-    lap(times.integrate);
-    // The rows, by the run's threads, straight into the block's columns.
-    const Finals f(*e, table);
-    char* const data = out.data() + 16;
-    struct Row {
-      RowScratch r;
-      std::vector<std::uint64_t> v;
-    };
-    for_each_index<Row>(N, eo.threads, [&](long k, Row& w) {
-      const std::size_t kk = static_cast<std::size_t>(k);
-      w.v.resize(table.cols.size());
-      std::int32_t st;
-      row_values(table, c, ids[kk], f, static_cast<int>(k), e0[kk], w.v.data(), st, w.r);
-      for (std::size_t j = 0; j < table.cols.size(); ++j)
-        if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + kk) * 8, &w.v[j], 8);
-      std::memcpy(data + cols * n * 8 + kk * 4, &st, 4);
-    });
-    lap(times.rows);
-  }
-  const std::int64_t rows = N;
+  char* const data = out.data() + 16;
+  const double steps =
+      integrate_rows(c, M, table, eo, ids, e, times, each, [&](std::size_t k, const std::uint64_t* v, std::int32_t st) {
+        for (std::size_t j = 0; j < table.cols.size(); ++j)
+          if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + k) * 8, &v[j], 8);
+        std::memcpy(data + cols * n * 8 + k * 4, &st, 4);
+      });
+  const std::int64_t rows = static_cast<std::int64_t>(n);
   std::memcpy(out.data(), &rows, 8);
   std::memcpy(out.data() + 8, &steps, 8);
   return out;
+}
+
+// Block [first, first + count) of a run in one process, its rows made
+// straight into the table (rows `first`, ...; the table has `first` rows):
+// the recorded samples' from `recorded` (which returns their steps), the
+// others' by the run's threads, which touch the rows' memory first. Returns
+// the block's system-steps. On failure the table keeps its `first` rows.
+double rows_into_table(Table& table, const Config& c, const ModelInfo& M, const EngineOptions& eo, long first,
+                       long count, std::unique_ptr<Ensemble>& e, BlockTimes& times,
+                       const std::function<void(std::int64_t steps, long active)>& each,
+                       const std::function<double(long)>& recorded) {
+  const std::vector<long> ids = unrecorded(c, first, count);
+  const std::size_t rows = static_cast<std::size_t>(first), total = static_cast<std::size_t>(c.samples);
+  if (table.rows() != rows) throw std::logic_error("rows_into_table: the table does not end where the block starts");
+  auto resize = [&](std::size_t to) {  // the columns that are not inputs; room for every sample at the first block
+    for (Column& col : table.cols) {
+      if (col.input) continue;
+      if (col.integer) {
+        if (col.i.capacity() < total) col.i.reserve(total);
+        col.i.resize(to);
+      } else {
+        if (col.d.capacity() < total) col.d.reserve(total);
+        col.d.resize(to);
+      }
+    }
+    if (table.status.capacity() < total) table.status.reserve(total);
+    table.status.resize(to);
+  };
+  double steps = 0;
+  try {
+    resize(rows + static_cast<std::size_t>(count));  // unwritten (fresh_memory.hpp): every row is put below
+    steps = integrate_rows(c, M, table, eo, ids, e, times, each,
+                           [&](std::size_t k, const std::uint64_t* v, std::int32_t st) {
+                             const std::size_t r = static_cast<std::size_t>(ids[k]);
+                             for (std::size_t j = 0; j < table.cols.size(); ++j) {
+                               Column& col = table.cols[j];
+                               if (col.input) continue;
+                               std::memcpy(col.integer ? static_cast<void*>(&col.i[r]) : static_cast<void*>(&col.d[r]),
+                                           &v[j], 8);
+                             }
+                             table.status[r] = st;
+                           });
+    for (long s = first; s < first + count; ++s)
+      if (!std::binary_search(ids.begin(), ids.end(), s)) steps += recorded(s);
+  } catch (...) {
+    resize(rows);
+    throw;
+  }
+  return steps;
 }
 
 // Appends block [first, first + count) to the table in sample order: the
@@ -568,9 +639,10 @@ double merge_rows(Table& table, const Config& c, long first, long count, const s
   return steps;
 }
 
-// The blocks of a run in one process: handed out in order, each taken back
-// as soon as it is delivered, so that one process and the ranks of a
-// distributed run share one loop (execute_in).
+// The blocks of a run in one process, handed out in order, so that one
+// process and the ranks of a distributed run share one loop (run_blocks).
+// Their rows go straight into the table (rows_into_table): none is
+// delivered.
 class LocalBlocks final : public Cluster {
  public:
   int rank() const override { return 0; }
@@ -584,20 +656,14 @@ class LocalBlocks final : public Cluster {
   std::vector<double> gather(double x) override { return {x}; }
   void serve(long blocks) override { blocks_ = blocks, next_ = 0, stopped_ = false; }
   long next_block() override { return !stopped_ && next_ < blocks_ ? next_++ : -1; }
-  void deliver(long block, std::vector<char> rows) override { block_ = block, rows_ = std::move(rows); }
+  void deliver(long, std::vector<char>) override { throw std::logic_error("LocalBlocks: rows are not delivered"); }
   void stop() override { stopped_ = true; }
-  bool take(long block, std::vector<char>& rows) override {
-    if (block != block_) return false;
-    rows = std::move(rows_);
-    block_ = -1;
-    return true;
-  }
+  bool take(long, std::vector<char>&) override { return false; }
   void finish() override {}
 
  private:
-  long blocks_ = 0, next_ = 0, block_ = -1;
+  long blocks_ = 0, next_ = 0;
   bool stopped_ = false;
-  std::vector<char> rows_;
 };
 
 // A rank other than 0 of a distributed run: the same plan (every sample's
@@ -882,9 +948,12 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
   for (std::size_t k = 0; k < c.record.size(); ++k) slot[c.record[k]] = static_cast<int>(k);
   std::unique_ptr<Finals> recorded_finals;
   if (recorded) recorded_finals = std::make_unique<Finals>(*recorded, table);
-  auto recorded_row = [&](long s) {
+  // A recorded sample's row: appended (the merge of a distributed run's
+  // blocks) or put at its row, which rows_into_table has made.
+  auto recorded_row = [&](long s, bool append) {
     const int r = slot.at(s);
-    append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
+    if (append) append_row(table, c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
+    else put_row(table, static_cast<std::size_t>(s), c, s, *recorded_finals, r, recorded_e0[std::size_t(r)]);
     return static_cast<double>(recorded->i64(Field::steps)[r]);
   };
 
@@ -895,17 +964,22 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
   if (!cl) work.serve(blocks);  // a cluster serves from the handshake on
   long merged = 0;
   double busy = 0, own = 0;
+  // A block's rows are in the table: the run goes on from its end.
+  auto landed = [&](long first, long count, double steps) {
+    p.system_steps += steps;
+    p.done = first + count;
+    ++merged;
+    progress.update(p.done, p.system_steps);
+    if (o.after_chunk) o.after_chunk(p.done);
+  };
   auto merge = [&] {
     std::vector<char> rows;
     while (merged < blocks && work.take(merged, rows)) {
       const auto [first, count] = block_span(c, done0, merged);
       const auto t0 = Clock::now();
-      p.system_steps += merge_rows(table, c, first, count, rows, recorded_row);
+      const double steps = merge_rows(table, c, first, count, rows, [&](long s) { return recorded_row(s, true); });
       w.merging += std::chrono::duration<double>(Clock::now() - t0).count();
-      p.done = first + count;
-      ++merged;
-      progress.update(p.done, p.system_steps);
-      if (o.after_chunk) o.after_chunk(p.done);
+      landed(first, count, steps);
     }
   };
   for (long b; (b = work.next_block()) >= 0;) {
@@ -913,10 +987,16 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
     const long first = span.first, count = span.second;  // (a lambda below uses them: no structured binding)
     const auto t0 = Clock::now();
     double partial = 0;  // the block's steps so far, for the progress line
-    work.deliver(b, block_rows(c, M, table, eo, first, count, e, w.times, [&](std::int64_t steps, long active) {
-                   partial += static_cast<double>(steps);
-                   progress.update(first + count - active, p.system_steps + partial);
-                 }));
+    auto each = [&](std::int64_t s, long active) {
+      partial += static_cast<double>(s);
+      progress.update(first + count - active, p.system_steps + partial);
+    };
+    if (cl) {
+      work.deliver(b, block_rows(c, M, table, eo, first, count, e, w.times, each));
+    } else {  // one process: the rows go straight into the table, in block order
+      landed(first, count,
+             rows_into_table(table, c, M, eo, first, count, e, w.times, each, [&](long s) { return recorded_row(s, false); }));
+    }
     busy += std::chrono::duration<double>(Clock::now() - t0).count();
     ++own;
     merge();

@@ -98,23 +98,25 @@ void write_npy(std::ostream& f, const Table& table) {
     f.write(reinterpret_cast<const char*>(&hlen), 4);
   }
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  // The rows, a block of them at a time (one write per block).
+  // The rows, a block of them at a time (one write per block), each block
+  // filled a column at a time (the column's offset in a row, then a stride
+  // of a row).
   const std::size_t row_bytes = width + 8 * table.cols.size(), rows = table.status.size();
   const std::size_t per_block = std::max<std::size_t>(1, (std::size_t{1} << 20) / row_bytes);
   std::vector<char> block(per_block * row_bytes);
+  const std::size_t status_offset = 8 * table.status_at;
   for (std::size_t r0 = 0; r0 < rows; r0 += per_block) {
     const std::size_t r1 = std::min(rows, r0 + per_block);
-    char* out = block.data();
-    for (std::size_t r = r0; r < r1; ++r)
-      for (std::size_t k = 0; k <= table.cols.size(); ++k) {
-        if (k == table.status_at) out = std::copy_n(status_of(names, table.status[r]).data(), width, out);
-        if (k < table.cols.size()) {
-          const Column& col = table.cols[k];
-          std::memcpy(out, col.integer ? static_cast<const void*>(&col.i[r]) : static_cast<const void*>(&col.d[r]), 8);
-          out += 8;
-        }
-      }
-    f.write(block.data(), static_cast<std::streamsize>(out - block.data()));
+    for (std::size_t k = 0; k < table.cols.size(); ++k) {
+      const Column& col = table.cols[k];
+      const char* from = col.integer ? reinterpret_cast<const char*>(col.i.data() + r0)
+                                     : reinterpret_cast<const char*>(col.d.data() + r0);
+      char* out = block.data() + 8 * k + (k >= table.status_at ? width : 0);
+      for (std::size_t r = r0; r < r1; ++r, from += 8, out += row_bytes) std::memcpy(out, from, 8);
+    }
+    char* out = block.data() + status_offset;
+    for (std::size_t r = r0; r < r1; ++r, out += row_bytes) std::memcpy(out, status_of(names, table.status[r]).data(), width);
+    f.write(block.data(), static_cast<std::streamsize>((r1 - r0) * row_bytes));
   }
 }
 

@@ -170,21 +170,39 @@ double quantile_of(const std::vector<double>& v, double p) {
 
 }  // namespace
 
-nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins) {
-  std::vector<double> v;
-  v.reserve(rows.size());
-  for (std::size_t r : rows)
-    if (std::isfinite(all[r])) v.push_back(all[r]);
+nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins) {
+  std::vector<double> scratch;
+  return stats(all, rows, bins, scratch);
+}
+
+nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins,
+                     std::vector<double>& v) {
+  v.resize(rows.size());
+  std::size_t finite = 0;
+  for (std::size_t r : rows) {
+    const double x = all[r];
+    v[finite] = x;
+    finite += std::isfinite(x);
+  }
+  v.resize(finite);
   nlohmann::json j;
   j["count"] = v.size();
   if (v.empty()) return j;
   // In sample order (the same bytes in every run), before the selection
-  // below reorders v.
-  const auto [lo_it, hi_it] = std::minmax_element(v.begin(), v.end());
-  const double lo = *lo_it, hi = *hi_it;
-  const double mean = mean_of(v, lo, hi);
+  // below reorders v: the first of the smallest and the last of the largest
+  // (std::minmax_element's choice, which tells -0 from +0).
+  double lo = v[0], hi = v[0];
+  for (double x : v) {
+    lo = x < lo ? x : lo;
+    hi = x < hi ? hi : x;
+  }
+  // Every value equal (a monitor that stayed 0, say): the passes below would
+  // give this mean (the clamp to [lo, hi]; a sum of zeros is +0) and a
+  // deviation of 0, so they are not taken.
+  const bool constant = lo == hi;
+  const double mean = constant ? (lo == 0 ? 0.0 : lo) : mean_of(v, lo, hi);
   j["mean"] = mean;
-  j["std"] = v.size() > 1 ? jnum(std_of(v, mean)) : nlohmann::json(nullptr);
+  j["std"] = v.size() > 1 ? jnum(constant ? 0.0 : std_of(v, mean)) : nlohmann::json(nullptr);
   // Quantiles by linear interpolation between order statistics (numpy's
   // default). Only the order statistics they need are selected, not the whole
   // table sorted: a sort of the 10^6 rows of a large run was a quarter of its
@@ -211,14 +229,16 @@ nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size
     edges[b] = halves ? 2 * (lo / 2 + static_cast<double>(b) * w) : lo + static_cast<double>(b) * w;
   edges[B] = hi;
   std::vector<std::int64_t> counts(B, 0);
-  for (double x : v) {
-    const double f = w > 0 ? (halves ? (x / 2 - lo / 2) : (x - lo)) / w : 0;
-    std::size_t b = f >= static_cast<double>(B) ? B - 1 : f > 0 ? static_cast<std::size_t>(f) : 0;
-    // (Where max = min every edge is min, and every value in the first bin.)
-    while (w > 0 && b > 0 && x < edges[b]) --b;
-    while (w > 0 && b + 1 < B && x >= edges[b + 1]) ++b;
-    counts[b]++;
-  }
+  if (w == 0) counts[0] = static_cast<std::int64_t>(v.size());  // every value in the first bin (the loop's rule)
+  else
+    for (double x : v) {
+      const double f = w > 0 ? (halves ? (x / 2 - lo / 2) : (x - lo)) / w : 0;
+      std::size_t b = f >= static_cast<double>(B) ? B - 1 : f > 0 ? static_cast<std::size_t>(f) : 0;
+      // (Where max = min every edge is min, and every value in the first bin.)
+      while (w > 0 && b > 0 && x < edges[b]) --b;
+      while (w > 0 && b + 1 < B && x >= edges[b + 1]) ++b;
+      counts[b]++;
+    }
   j["histogram"] = {{"edges", edges}, {"counts", counts}};
   // The order statistics at their positions (the sums and the histogram
   // above are taken; quantile_of reads only these positions).
@@ -261,21 +281,23 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
   for (const Column& col : t.cols)
     if (col.name != "sample" && !col.input) todo.push_back(&col);
   std::vector<nlohmann::json> obs(todo.size());
-  struct Nothing {};
-  for_each_index<Nothing>(static_cast<long>(todo.size()), threads, [&](long k, Nothing&) {
+  struct Scratch {  // a thread's, reused from column to column
+    std::vector<double> converted, values;
+  };
+  for_each_index<Scratch>(static_cast<long>(todo.size()), threads, [&](long k, Scratch& w) {
     const Column& col = *todo[static_cast<std::size_t>(k)];
-    std::vector<double> converted;
-    if (col.integer) converted.assign(col.i.begin(), col.i.end());
-    const std::vector<double>& v = col.integer ? converted : col.d;
+    if (col.integer) w.converted.assign(col.i.begin(), col.i.end());
+    const std::span<const double> v = col.integer ? std::span<const double>(w.converted) : std::span<const double>(col.d);
     nlohmann::json& o = obs[static_cast<std::size_t>(k)];
-    o["successful"] = stats(v, ok_rows, c.histogram_bins);
+    o["successful"] = stats(v, ok_rows, c.histogram_bins, w.values);
     for (const auto& [s, rows] : by_status) {
       // A status of the successful ones that every successful sample has
       // (the usual case): the same rows, the same statistics.
       const bool same =
           (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
           rows.size() == ok_rows.size();
-      o["by_status"][status_name(static_cast<Status>(s))] = same ? o["successful"] : stats(v, rows, c.histogram_bins);
+      o["by_status"][status_name(static_cast<Status>(s))] =
+          same ? o["successful"] : stats(v, rows, c.histogram_bins, w.values);
     }
   });
   // What the end of `ukb run` reports beside the medians (every sample).

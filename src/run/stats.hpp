@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "table.hpp"
@@ -13,7 +14,11 @@ namespace ukb::run {
 
 // Statistics of the finite values of one column over a subset of samples,
 // accumulated in sample order (so they are reproducible).
-nlohmann::json stats(const std::vector<double>& all, const std::vector<std::size_t>& rows, int bins);
+nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins);
+// The same with `scratch` for the values (its memory reused from column to
+// column).
+nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins,
+                     std::vector<double>& scratch);
 
 /// summary.json of a finished table: the counts per status and the
 /// statistics of every observable, each by one of `threads` threads (0: all

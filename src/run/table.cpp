@@ -139,7 +139,7 @@ void row_values(const Table& t, const Config& c, long sample, const Finals& f, i
   }
 }
 
-void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
+void put_row(Table& t, std::size_t row, const Config& c, long sample, const Finals& f, int k, double e0) {
   std::vector<std::uint64_t> v(t.cols.size());
   std::int32_t st;
   RowScratch r;
@@ -147,15 +147,17 @@ void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, 
   for (std::size_t j = 0; j < t.cols.size(); ++j) {
     Column& col = t.cols[j];
     if (col.input) continue;
-    if (col.integer) {
-      col.i.push_back(static_cast<std::int64_t>(v[j]));
-    } else {
-      double x;
-      std::memcpy(&x, &v[j], 8);
-      col.d.push_back(x);
-    }
+    std::memcpy(col.integer ? static_cast<void*>(&col.i.at(row)) : static_cast<void*>(&col.d.at(row)), &v[j], 8);
   }
-  t.status.push_back(st);
+  t.status.at(row) = st;
+}
+
+void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
+  const std::size_t row = t.rows();
+  for (Column& col : t.cols)
+    if (!col.input) col.integer ? col.i.push_back(0) : col.d.push_back(0);
+  t.status.push_back(0);
+  put_row(t, row, c, sample, f, k, e0);
 }
 
 }  // namespace ukb::run

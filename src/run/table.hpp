@@ -10,18 +10,24 @@
 #include <vector>
 
 #include "ukb/fields.hpp"
+#include "ukb/fresh_memory.hpp"
 #include "ukb/registry.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::run {
+
+/// The values of a column: they grow without being written (fresh_memory.hpp),
+/// so that the threads that make the rows are the first to touch them.
+template <class X>
+using Values = std::vector<X, FreshAllocator<X>>;
 
 /// One column of the results table, in sample order.
 struct Column {
   std::string name;
   bool integer = false;
   bool input = false;
-  std::vector<double> d;        ///< values of a double column
-  std::vector<std::int64_t> i;  ///< values of an integer column
+  Values<double> d;        ///< values of a double column
+  Values<std::int64_t> i;  ///< values of an integer column
 };
 
 /// The results table: `sample`, the varying inputs, `status`, the final
@@ -32,7 +38,7 @@ struct Column {
 struct Table {
   std::vector<Column> cols;   ///< numeric columns, in output order
   std::size_t status_at = 0;  ///< index in cols before which the status column is written
-  std::vector<std::int32_t> status;
+  Values<std::int32_t> status;
 
   std::vector<std::size_t> varying;  ///< canonical indices of the varying inputs (columns 1, 2, ...)
   std::size_t c_t = 0;               ///< t_final; then q, qd (n each) and the natural quantities
@@ -74,6 +80,10 @@ struct RowScratch {
 };
 void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
                 std::uint64_t* by_col, std::int32_t& status, RowScratch& scratch);
+
+/// Writes the row of a sample (row_values) at row `row` of the table (which
+/// has that row).
+void put_row(Table& t, std::size_t row, const Config& c, long sample, const Finals& f, int k, double e0);
 
 /// Appends the row of a sample (row_values) to the table.
 void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0);

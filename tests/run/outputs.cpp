@@ -243,6 +243,17 @@ TEST(Outputs, SummaryStatisticsOfValuesOnEdgesConstantColumnsAndExtremes) {
   EXPECT_EQ(flat["mean"].get<double>(), 0.6500000000000001);
   EXPECT_EQ(flat["std"].get<double>(), 0.0);
   EXPECT_EQ(flat["histogram"]["counts"][0].get<long>(), 20000);
+  // Zeros of both signs are one constant: a mean of +0 (numpy.mean's too),
+  // std 0, every value in the first bin, quantiles 0.
+  const nlohmann::json zeros = of({0.0, -0.0, -0.0, 0.0, -0.0}, 4);
+  EXPECT_EQ(zeros["count"].get<long>(), 5);
+  EXPECT_EQ(zeros["mean"].get<double>(), 0.0);
+  EXPECT_FALSE(std::signbit(zeros["mean"].get<double>()));
+  EXPECT_EQ(zeros["std"].get<double>(), 0.0);
+  EXPECT_EQ(zeros["histogram"]["counts"].get<std::vector<long>>(), (std::vector<long>{5, 0, 0, 0}));
+  EXPECT_EQ(zeros["min"].get<double>(), 0.0);
+  EXPECT_EQ(zeros["max"].get<double>(), 0.0);
+  for (const char* k : {"p01", "p50", "p99"}) EXPECT_EQ(zeros["quantiles"][k].get<double>(), 0.0) << k;
   // Values near the largest double: the sum, the squares and max - min
   // overflow, the statistics do not.
   const nlohmann::json huge = of({-1e308, 1e308, 0.5, 1.0}, 4);

@@ -287,5 +287,61 @@ TEST(Docs, EveryDocumentedDefaultAndRuleIsTheCodes) {
   }
 }
 
+TEST(Ensembles, SystemsSetFromManyThreadsAreThoseSetOneByOne) {
+  // Ensemble::set may run on several threads for distinct systems (`ukb
+  // run` sets its chunk so, and the fields' memory is first written there):
+  // every field, and the integration after, as where one thread set them.
+  const ModelInfo& M = *find_model("bead_on_ring");
+  const int N = 4099;  // not a multiple of any SIMD width
+  const std::size_t n = std::size_t(M.n), np = M.params.size();
+  ASSERT_EQ(M.initial_names, (std::vector<std::string>{"theta", "omega"}));
+  std::vector<double> P(std::size_t(N) * np), Q(std::size_t(N) * n), QD(std::size_t(N) * n);
+  for (int i = 0; i < N; ++i) {
+    double* p = P.data() + std::size_t(i) * np;
+    for (std::size_t j = 0; j < np; ++j) p[j] = M.params[j].default_value;
+    p[M.param_index("mu")] = 0.05 + 0.4 * i / N;
+    const double ic[2] = {-3.0 + 6.0 * i / N, 2.0 - 4.0 * ((i * 7) % N) / N};  // theta, omega
+    ASSERT_TRUE(M.initial_state(std::span<const double>(p, np), ic, &Q[n * std::size_t(i)], &QD[n * std::size_t(i)]));
+  }
+  auto set = [&](Ensemble& e, int i) {
+    e.set(i, std::span<const double>(P.data() + std::size_t(i) * np, np), &Q[n * std::size_t(i)],
+          &QD[n * std::size_t(i)], 0.25);
+  };
+  std::unique_ptr<Ensemble> one = M.ensemble(N, Backend::cpu), many = M.ensemble(N, Backend::cpu);
+  for (int i = 0; i < N; ++i) set(*one, i);
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)  // interleaved: neighbouring systems (one cache line) from different threads
+      threads.emplace_back([&, t] {
+        for (int i = t; i < N; i += 4) set(*many, i);
+      });
+    for (std::thread& t : threads) t.join();
+  }
+  auto same = [&](const char* when) {
+    for (const FieldInfo& f : field_table) {
+      if (f.role != FieldRole::param && f.role != FieldRole::state && f.role != FieldRole::monitor) continue;
+      const std::size_t rows = f.rows == 'n' ? n : f.rows == 'm' ? std::size_t(M.m) : f.rows == 'p' ? np : 1;
+      const std::size_t bytes = rows * std::size_t(N) * (f.real ? 8 : std::size_t(f.bytes));
+      const void* a = f.real ? static_cast<const void*>(one->real(f.field))
+                      : f.bytes == 8 ? static_cast<const void*>(one->i64(f.field))
+                                     : static_cast<const void*>(one->i32(f.field));
+      const void* b = f.real ? static_cast<const void*>(many->real(f.field))
+                      : f.bytes == 8 ? static_cast<const void*>(many->i64(f.field))
+                                     : static_cast<const void*>(many->i32(f.field));
+      EXPECT_EQ(std::memcmp(a, b, bytes), 0) << f.name << " " << when;
+    }
+  };
+  same("after set");
+  EXPECT_EQ(one->value(Field::t, N - 1), 0.25);
+  EXPECT_EQ(one->value(Field::steps, N - 1), 0.0);
+  EXPECT_TRUE(std::isnan(one->value(Field::t_stop, N - 1)));
+  const RunOptions r{.dt = 1e-2, .t_end = 0.45};
+  const EngineOptions o{.threads = 2};
+  one->integrate(r, 100, o);
+  many->integrate(r, 100, o);
+  same("after 20 steps");
+  EXPECT_EQ(one->value(Field::steps, 7), 20.0);
+}
+
 }  // namespace
 }  // namespace ukb::test
