@@ -4,7 +4,8 @@
 // the CPU. Compared with the CPU backend: identical bits expected (same
 // kernels, same compiler), at sizes that do not divide the block size.
 #include "engine_support.hpp"
-#include "spring_block.hpp"  // examples/models: a model file, not a built-in model
+#include "puck_incline.hpp"  // examples/models: model files, not built-in models
+#include "spring_block.hpp"
 #include "ukb/backends.hpp"
 #include "ukb/cuda/launch.hpp"
 
@@ -177,6 +178,41 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
   }
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(at_rest, N / 2) << "guard: the stick-slip events happened";
+}
+
+TEST(CudaEmulation, ASurfaceModelFileMatchesCpuBackendBitwiseWithBothMethods) {
+  // examples/models/puck_incline.hpp: friction against a 2-D sliding
+  // velocity, stops and arc tops as events, under RK4 and dopri5.
+  using Mo = PuckIncline<double>;
+  const int N = 67;
+  for (Method method : {Method::rk4, Method::dopri5}) {
+    SCOPED_TRACE(method == Method::rk4 ? "rk4" : "dopri5");
+    Batch<Mo> emu(N), cpu(N);
+    for (int i = 0; i < N; ++i) {
+      Mo::Params p;
+      p.mu = std::tan(p.alpha) * (0.5 + 2.5 * i / N);
+      const double ic[2] = {2.0, 3.0 * i / N};
+      double q[3], qd[3];
+      ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
+      for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
+    }
+    const RunOptions run{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 1.5};
+    const RunSettings<double> s =
+        resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name, Mo::n);
+    if (method == Method::dopri5) emu.allocate_adaptive(), cpu.allocate_adaptive();
+    cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
+    integrate(cpu, Backend::cpu, run);
+    int mismatches = 0, at_rest = 0;
+    for (int i = 0; i < N; ++i) {
+      mismatches += !same_bits(emu, i, cpu, i, Mo::n) || emu.steps(i) != cpu.steps(i) ||
+                    emu.events(i) != cpu.events(i) || emu.status(i) != cpu.status(i);
+      at_rest += cpu.status(i) == Status::at_rest;
+    }
+    EXPECT_EQ(mismatches, 0);
+    if (method == Method::dopri5) {
+      EXPECT_GT(at_rest, N / 3) << "guard: the pucks stopped";
+    }
+  }
 }
 
 TEST(CudaEmulation, FloatAndFailuresStayInTheirSystem) {
