@@ -86,7 +86,7 @@ struct PuckIncline {
   UKB_HD static bool initial_state(const T* ic, const Params& /*p*/, T* q, T* qd) {
     using std::cos;
     using std::sin;
-    if (!(ic[0] >= T(0))) return false;  // a speed
+    if (!(ic[0] >= T(0)) || !(ic[1] - ic[1] == T(0))) return false;  // a speed, a finite heading
     q[0] = q[1] = q[2] = T(0);
     qd[0] = ic[0] * sin(ic[1]), qd[1] = ic[0] * cos(ic[1]), qd[2] = T(0);
     return true;

@@ -337,7 +337,9 @@ class Batch {
 
  private:
   // A field's `rows` x N values at their initial value: a zero field is
-  // fresh memory (fresh_memory.hpp), first touched where a system is set.
+  // fresh memory (fresh_memory.hpp), first touched where a system is set;
+  // a NaN field is filled here (and the constructor sets every system's
+  // default parameters), on this thread.
   template <class X>
   void allocate(std::vector<X, FreshAllocator<X>>& v, std::size_t rows, Field f) {
     const std::size_t size = rows * std::size_t(N_);

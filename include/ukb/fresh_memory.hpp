@@ -40,12 +40,13 @@ struct FreshAllocator {
   }
   void deallocate(T* p, std::size_t) noexcept { std::free(p); }
 
-  /// Default-initialisation: no write (the value-initialisation of
-  /// `resize(n)` and `vector(n)` would write every element).
+  /// No write and no new object: the value-initialisation of `resize(n)`
+  /// and `vector(n)` would write every element. T is an implicit-lifetime
+  /// type (trivially copyable, a number), so the memory that `calloc` hands
+  /// out already holds its objects, with the values of its bytes (zero bits
+  /// where fresh).
   template <class U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-    ::new (static_cast<void*>(p)) U;
-  }
+  void construct(U*) noexcept {}
   template <class U, class... A>
   void construct(U* p, A&&... a) {
     ::new (static_cast<void*>(p)) U(static_cast<A&&>(a)...);

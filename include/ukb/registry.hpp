@@ -88,7 +88,7 @@ class Ensemble {
   /// (q, q': n values each) and time; status ok, run monitors reset. Calls
   /// for distinct systems may run at once on several threads (none of them
   /// at once with another member): the threads that fill an ensemble are
-  /// the first to touch its memory.
+  /// the first to touch most of its memory (its zero-initialised fields).
   virtual void set(int i, std::span<const double> params, const double* q, const double* qd, double t) = 0;
   /// Integrates every active system by at most `budget` more steps
   /// (ukb::integrate). Returns the systems still active and the failed ones.

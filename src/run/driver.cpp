@@ -548,19 +548,16 @@ double rows_into_table(Table& table, const Config& c, const ModelInfo& M, const 
   const std::vector<long> ids = unrecorded(c, first, count);
   const std::size_t rows = static_cast<std::size_t>(first), total = static_cast<std::size_t>(c.samples);
   if (table.rows() != rows) throw std::logic_error("rows_into_table: the table does not end where the block starts");
-  auto resize = [&](std::size_t to) {  // the columns that are not inputs; room for every sample at the first block
-    for (Column& col : table.cols) {
-      if (col.input) continue;
-      if (col.integer) {
-        if (col.i.capacity() < total) col.i.reserve(total);
-        col.i.resize(to);
-      } else {
-        if (col.d.capacity() < total) col.d.reserve(total);
-        col.d.resize(to);
-      }
-    }
-    if (table.status.capacity() < total) table.status.reserve(total);
-    table.status.resize(to);
+  // The columns that are not inputs, and the statuses, at `to` rows (room
+  // for every sample reserved at the first block; a shrink reserves nothing).
+  auto resize = [&](std::size_t to) {
+    auto fit = [&](auto& v) {
+      if (to > v.size() && v.capacity() < total) v.reserve(total);
+      v.resize(to);
+    };
+    for (Column& col : table.cols)
+      if (!col.input) col.integer ? fit(col.i) : fit(col.d);
+    fit(table.status);
   };
   double steps = 0;
   try {
@@ -576,8 +573,10 @@ double rows_into_table(Table& table, const Config& c, const ModelInfo& M, const 
                              }
                              table.status[r] = st;
                            });
+    const auto t0 = Clock::now();  // the recorded samples' rows count as rows
     for (long s = first; s < first + count; ++s)
       if (!std::binary_search(ids.begin(), ids.end(), s)) steps += recorded(s);
+    times.rows += std::chrono::duration<double>(Clock::now() - t0).count();
   } catch (...) {
     resize(rows);
     throw;
@@ -904,8 +903,9 @@ struct Work {
 // The samples after p.done: the recorded ones first, with their
 // trajectories (their final states join the table in sample order, and the
 // blocks skip them), then blocks of c.chunk samples handed out in order in
-// one process, or by the cluster to its ranks, this process's own rows and
-// the others' merged in sample order. A checkpoint every
+// one process (their rows made in place in the table), or by the cluster to
+// its ranks (this process's own rows and the others' merged in sample
+// order). A checkpoint every
 // c.checkpoint_interval seconds, and where a stop request ends the work.
 // `planned` is set once the recorded samples are done (execute_one's
 // messages), `agreed` once the ranks agreed on the plan.

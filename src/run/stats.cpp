@@ -190,7 +190,7 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
   if (v.empty()) return j;
   // In sample order (the same bytes in every run), before the selection
   // below reorders v: the first of the smallest and the last of the largest
-  // (std::minmax_element's choice, which tells -0 from +0).
+  // (std::minmax_element's choice: between -0 and +0 the position decides).
   double lo = v[0], hi = v[0];
   for (double x : v) {
     lo = x < lo ? x : lo;

@@ -33,8 +33,8 @@ struct Column {
 /// The results table: `sample`, the varying inputs, `status`, the final
 /// state and natural quantities, the run monitors of the field table with a
 /// results column, and the energies. The input columns are filled for every
-/// sample before the run (the inputs are drawn once); the others grow row
-/// by row, in sample order.
+/// sample before the run (the inputs are drawn once); the others grow a
+/// block of samples at a time, in sample order.
 struct Table {
   std::vector<Column> cols;   ///< numeric columns, in output order
   std::size_t status_at = 0;  ///< index in cols before which the status column is written

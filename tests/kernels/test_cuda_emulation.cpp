@@ -150,6 +150,25 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
   });
 }
 
+// Integrates `emu` through the CUDA source (emulated) and `cpu` on the cpu
+// backend with `run`; returns the systems whose state, steps, events or
+// status differ, and the systems cpu left at rest.
+template <class Mo>
+std::pair<int, int> emulated_against_cpu(Batch<Mo>& emu, Batch<Mo>& cpu, const RunOptions& run) {
+  const RunSettings<double> s =
+      resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name, Mo::n);
+  if (run.method == Method::dopri5) emu.allocate_adaptive(), cpu.allocate_adaptive();
+  cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
+  integrate(cpu, Backend::cpu, run);
+  int mismatches = 0, at_rest = 0;
+  for (int i = 0; i < cpu.size(); ++i) {
+    mismatches += !same_bits(emu, i, cpu, i, Mo::n) || emu.steps(i) != cpu.steps(i) ||
+                  emu.events(i) != cpu.events(i) || emu.status(i) != cpu.status(i);
+    at_rest += cpu.status(i) == Status::at_rest;
+  }
+  return {mismatches, at_rest};
+}
+
 TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
   // A model of the user's own (examples/models/spring_block.hpp: friction,
   // stick-slip events) through the CUDA backend's source as a model-file
@@ -165,17 +184,7 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
     ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
     for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
   }
-  const RunOptions run{.dt = 1e-3, .t_end = 5.0};
-  const RunSettings<double> s =
-      resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name, Mo::n);
-  cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
-  integrate(cpu, Backend::cpu, run);
-  int mismatches = 0, at_rest = 0;
-  for (int i = 0; i < N; ++i) {
-    mismatches += !same_bits(emu, i, cpu, i, Mo::n) || emu.steps(i) != cpu.steps(i) ||
-                  emu.events(i) != cpu.events(i) || emu.status(i) != cpu.status(i);
-    at_rest += cpu.status(i) == Status::at_rest;
-  }
+  const auto [mismatches, at_rest] = emulated_against_cpu(emu, cpu, RunOptions{.dt = 1e-3, .t_end = 5.0});
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(at_rest, N / 2) << "guard: the stick-slip events happened";
 }
@@ -196,18 +205,8 @@ TEST(CudaEmulation, ASurfaceModelFileMatchesCpuBackendBitwiseWithBothMethods) {
       ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
       for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
     }
-    const RunOptions run{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 1.5};
-    const RunSettings<double> s =
-        resolve_run<double>(run, std::numeric_limits<long>::max(), HasConstraintRows<Mo>, Mo::name, Mo::n);
-    if (method == Method::dopri5) emu.allocate_adaptive(), cpu.allocate_adaptive();
-    cuda_emulated::integrate<Mo>(emu.view(), s, {.cuda_block = 32});
-    integrate(cpu, Backend::cpu, run);
-    int mismatches = 0, at_rest = 0;
-    for (int i = 0; i < N; ++i) {
-      mismatches += !same_bits(emu, i, cpu, i, Mo::n) || emu.steps(i) != cpu.steps(i) ||
-                    emu.events(i) != cpu.events(i) || emu.status(i) != cpu.status(i);
-      at_rest += cpu.status(i) == Status::at_rest;
-    }
+    const auto [mismatches, at_rest] = emulated_against_cpu(
+        emu, cpu, RunOptions{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 1.5});
     EXPECT_EQ(mismatches, 0);
     if (method == Method::dopri5) {
       EXPECT_GT(at_rest, N / 3) << "guard: the pucks stopped";
