@@ -1,7 +1,8 @@
 // A model file that slides in two dimensions (docs/adding-a-model.md): a puck
 // on a rough plane inclined at alpha, launched across it. Coulomb friction
-// acts against the 2-D sliding velocity (the library's coulomb_friction for a
-// contact row), with the normal force from the plane's constraint force.
+// acts against the 2-D sliding velocity, with the normal force from the
+// plane's constraint force, and the stop is detected and finished by ukb's
+// friction helpers (ukb/friction.hpp: force, stop_event, finish_stop).
 //
 // Coordinates in the plane's frame: x across the slope (horizontal), y down
 // the slope, z along the plane's normal (0 on it). With a = g sin(alpha),
@@ -11,16 +12,16 @@
 // so v sin(phi) / tan(phi / 2)^k stays constant (for k = 1: v (1 + cos phi))
 // and k v + y' = k v0 + y'0 + a (1 - k^2) t. For k > 1 (mu > tan alpha) the
 // puck stops for good at t = (k v0 + y'0) / (a (k^2 - 1)), where that sum
-// reaches 0: the event below, which changes sign there and nowhere before.
-// For k <= 1 it never stops once launched (k < 1: it accelerates down the
-// slope; k = 1: it tends to the speed v0 (1 + cos phi0) / 2 straight down).
+// reaches 0. For k <= 1 it never stops once launched (k < 1: it accelerates
+// down the slope; k = 1: it tends to the speed v0 (1 + cos phi0) / 2
+// straight down).
 #pragma once
 
 #include <array>
 #include <cmath>
 
+#include "ukb/friction.hpp"
 #include "ukb/model.hpp"
-#include "ukb/models/common.hpp"
 
 template <class T>
 struct PuckIncline {
@@ -40,6 +41,7 @@ struct PuckIncline {
     T alpha = T(0.3);  // inclination of the plane [rad]
     T g = T(9.81);     // gravitational acceleration
     T mu = T(0.5);     // Coulomb friction coefficient (sliding and static)
+    T lookahead = T(1e-3);  // the stop event's look-ahead [s] (ukb/friction.hpp)
   };
 
   template <class P, class F>
@@ -48,6 +50,9 @@ struct PuckIncline {
     f("alpha", p.alpha, "inclination of the plane [rad], in (0, pi/2)");
     f("g", p.g, "gravitational acceleration (> 0)");
     f("mu", p.mu, "Coulomb friction coefficient (>= 0); the puck stops for good where mu > tan(alpha)");
+    f("lookahead", p.lookahead,
+      "the stop is finished in closed form from where friction would take the speed left away in this time "
+      "[s]: about the RK4 step dt (any positive value with dopri5)");
   }
 
   UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
@@ -67,7 +72,7 @@ struct PuckIncline {
   // the slope.
   UKB_HD static void nonideal(const T* q, const T* qd, T t, const Params& p, const T* Qc_ideal,
                               const T* /*lambda*/, T* C) {
-    ukb::models::detail::coulomb_friction<PuckIncline>(q, qd, t, p, Qc_ideal, p.mu, C);
+    ukb::friction::force<PuckIncline>(q, qd, t, p, Qc_ideal, p.mu, C);
   }
 
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& /*p*/, T& pos, T& vel) {
@@ -97,23 +102,15 @@ struct PuckIncline {
     ic[0] = sqrt(qd[0] * qd[0] + qd[1] * qd[1]);
     ic[1] = atan2(qd[0], qd[1]);
   }
-  // The downhill velocity y': while the puck slides it crosses zero
-  // downwards only where the puck stops (its heading, once below pi/2,
-  // falls for good, and k v + y' > 0 until the stop) and upwards only at
-  // the top of an uphill arc, where the puck still moves across the slope.
-  UKB_HD static T event(const T* /*q*/, const T* qd, T /*t*/, const Params& /*p*/) { return qd[1]; }
-  // At a stop (the speed below what gravity gives in a microsecond: at a
-  // located stop it is of the size of the location's error) the velocity is
-  // set to zero and static friction holds the puck where mu >= tan(alpha);
-  // else it slides on down. At the top of an arc y' is set to exactly 0
-  // (the located instant's, up to the location's error) and the puck
-  // slides on: the next step leaves the event.
-  UKB_HD static ukb::EventAction on_event(T* q, T* qd, T t, const Params& p) {
-    using std::sqrt;
-    if (sqrt(qd[0] * qd[0] + qd[1] * qd[1]) <= T(1e-6) * p.g)
-      return ukb::models::detail::coulomb_stick_or_slip<PuckIncline>(q, qd, t, p, p.mu);
-    qd[1] = T(0);
-    return ukb::EventAction::resume;
+  // The stop: an event a little before it, where the speed left is what
+  // friction takes away in `lookahead` seconds, and a handler that finishes
+  // the motion to the stop in closed form (moving the time) and holds the
+  // puck there where mu >= tan(alpha).
+  UKB_HD static T event(const T* q, const T* qd, T t, const Params& p) {
+    return ukb::friction::stop_event<PuckIncline>(q, qd, t, p, p.mu, p.lookahead);
+  }
+  UKB_HD static ukb::EventAction on_event(T* q, T* qd, T& t, const Params& p) {
+    return ukb::friction::finish_stop<PuckIncline>(q, qd, t, p, p.mu);
   }
 };
 

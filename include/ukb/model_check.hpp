@@ -156,7 +156,7 @@ constexpr bool check_model() {
     if constexpr (has_member_event<Mo> || has_member_on_event<Mo>)
       static_assert(HasEvents<Mo>, "ukb model: events need both `UKB_HD static T event(const T* q, const T* qd, T t, "
                                    "const Params& p)` and `UKB_HD static ukb::EventAction on_event(T* q, T* qd, T t, "
-                                   "const Params& p)`");
+                                   "const Params& p)` (or `T& t`: a handler that moves the time)");
   }
   return Model<Mo>;
 }

@@ -288,6 +288,28 @@ struct StubbornRing : models::BeadOnRing<T> {
   }
 };
 
+// Beads at the bottom of a rough ring (mu), moving at the rates w.
+template <class Mo>
+Batch<Mo> ring_beads(const std::vector<double>& w, double mu) {
+  Batch<Mo> b(static_cast<int>(w.size()));
+  for (int i = 0; i < b.size(); ++i) {
+    typename Mo::Params p{};
+    p.mu = mu;
+    b.set_params(i, p);
+    const double q[2] = {0, -1}, qd[2] = {w[static_cast<std::size_t>(i)], 0};
+    b.set_state(i, q, qd);
+  }
+  return b;
+}
+
+// The events tests' two runs to t = 5: RK4 at dt = 1e-3, dopri5 at rtol 1e-10.
+std::vector<RunOptions> event_runs() {
+  RunOptions dp{.method = Method::dopri5, .dt = 0, .t_end = 5.0};
+  dp.rtol = 1e-10;
+  dp.atol = {1e-12};
+  return {RunOptions{.dt = 1e-3, .t_end = 5.0}, dp};
+}
+
 TEST(Events, AResumeThatChangesNothingFailsAtTheEventInsteadOfLooping) {
   // docs/adding-a-model.md, "The event contract": the next step's event is
   // located within event_tol of its own start, the instant of the last one;
@@ -296,34 +318,20 @@ TEST(Events, AResumeThatChangesNothingFailsAtTheEventInsteadOfLooping) {
   // backends, both methods, lanes and one at a time; the well-behaved ring
   // (its handler zeroes omega or stops the bead) never fails so.
   const std::vector<double> w = {0.5, 1.0, 2.0, 3.0};
-  auto beads = [&]<class Mo>(Mo*) {
-    Batch<Mo> b(static_cast<int>(w.size()));
-    for (int i = 0; i < b.size(); ++i) {
-      typename Mo::Params p{};
-      p.mu = 0.3;
-      b.set_params(i, p);
-      const double q[2] = {0, -1}, qd[2] = {w[static_cast<std::size_t>(i)], 0};
-      b.set_state(i, q, qd);
-    }
-    return b;
-  };
-  RunOptions dp{.method = Method::dopri5, .dt = 0, .t_end = 5.0};
-  dp.rtol = 1e-10;
-  dp.atol = {1e-12};
-  RunOptions rk4{.dt = 1e-3, .t_end = 5.0};
+  std::vector<RunOptions> runs = event_runs();
   // Without the rule, max_steps instead of a run that never ends.
-  rk4.max_steps = dp.max_steps = 100000;
+  for (RunOptions& r : runs) r.max_steps = 100000;
   std::vector<double> first(w.size(), -1.0);  // each bead's instant, from the first run
-  for (const RunOptions& r : {rk4, dp}) {
+  for (const RunOptions& r : runs) {
     for (Backend be : {Backend::cpu, Backend::reference}) {
       for (bool simd : {true, false}) {
         if (be == Backend::reference && !simd) continue;
         SCOPED_TRACE(std::string(to_string(be)) + (r.method == Method::dopri5 ? " dopri5" : " rk4") +
                      (simd ? "" : " one at a time"));
-        Batch<StubbornRing<double>> b = beads(static_cast<StubbornRing<double>*>(nullptr));
+        Batch<StubbornRing<double>> b = ring_beads<StubbornRing<double>>(w, 0.3);
         const Tally t = integrate(b, be, r, std::numeric_limits<long>::max(), EngineOptions{.threads = 1, .simd = simd});
         EXPECT_EQ(t.failed, b.size());
-        Batch<models::BeadOnRing<double>> good = beads(static_cast<models::BeadOnRing<double>*>(nullptr));
+        Batch<models::BeadOnRing<double>> good = ring_beads<models::BeadOnRing<double>>(w, 0.3);
         EXPECT_EQ(integrate(good, be, r, std::numeric_limits<long>::max(), EngineOptions{.threads = 1, .simd = simd}).failed, 0);
         for (int i = 0; i < b.size(); ++i) {
           EXPECT_EQ(b.status(i), Status::failed_event_loop) << i;
@@ -337,6 +345,66 @@ TEST(Events, AResumeThatChangesNothingFailsAtTheEventInsteadOfLooping) {
           double& t0 = first[static_cast<std::size_t>(i)];
           if (t0 < 0) t0 = b.t(i);
           EXPECT_NEAR(b.t(i), t0, 1e-6) << i << ": the same turning point on every route";
+        }
+      }
+    }
+  }
+}
+
+// A ring whose handler does what the ring's does and then moves the time:
+// forward by a quarter second (allowed: a handler that finishes a motion),
+// back by one, or to NaN (both refused).
+enum class TimeMove { forward, back, nan };
+
+template <class T, TimeMove Move>
+struct TimeMovingRing : models::BeadOnRing<T> {
+  static constexpr const char* name = "time_moving_ring";
+  template <class U>
+  using rebind = TimeMovingRing<U, Move>;
+  UKB_HD static EventAction on_event(T* q, T* qd, T& t, const typename models::BeadOnRing<T>::Params& p) {
+    const EventAction a = models::BeadOnRing<T>::on_event(q, qd, t, p);
+    t = Move == TimeMove::forward ? t + T(0.25) : Move == TimeMove::back ? t - T(1) : T(NAN);
+    return a;
+  }
+};
+
+TEST(Events, AHandlerMayMoveTheTimeForwardAndNotBackOrToNaN) {
+  // docs/adding-a-model.md, "The event contract": the located state is
+  // where it is on every route; a handler's time is then the system's (at
+  // rest: t_stop), and a time before the event's or NaN fails the sample
+  // with failed_nonfinite at the event's time. Beads on a rough ring, each
+  // stopping at its first located turning point (the well-behaved ring of
+  // the same runs says where and when).
+  const std::vector<double> w = {0.5, 1.0, 1.5, 1.8};
+  for (const RunOptions& r : event_runs()) {
+    for (Backend be : {Backend::cpu, Backend::reference}) {
+      for (bool simd : {true, false}) {
+        if (be == Backend::reference && !simd) continue;
+        SCOPED_TRACE(std::string(to_string(be)) + (r.method == Method::dopri5 ? " dopri5" : " rk4") +
+                     (simd ? "" : " one at a time"));
+        const EngineOptions eo{.threads = 1, .simd = simd};
+        const long all = std::numeric_limits<long>::max();
+        Batch<models::BeadOnRing<double>> good = ring_beads<models::BeadOnRing<double>>(w, 0.8);
+        integrate(good, be, r, all, eo);
+        auto fwd = ring_beads<TimeMovingRing<double, TimeMove::forward>>(w, 0.8);
+        auto back = ring_beads<TimeMovingRing<double, TimeMove::back>>(w, 0.8);
+        auto nan = ring_beads<TimeMovingRing<double, TimeMove::nan>>(w, 0.8);
+        EXPECT_EQ(integrate(fwd, be, r, all, eo).failed, 0);
+        EXPECT_EQ(integrate(back, be, r, all, eo).failed, back.size());
+        EXPECT_EQ(integrate(nan, be, r, all, eo).failed, nan.size());
+        for (int i = 0; i < good.size(); ++i) {
+          ASSERT_EQ(good.status(i), Status::at_rest) << i << ": guard: each bead stops at its first turn";
+          ASSERT_EQ(good.events(i), 1) << i;
+          EXPECT_EQ(fwd.status(i), Status::at_rest) << i;
+          EXPECT_EQ(fwd.t_stop(i), good.t_stop(i) + 0.25) << i;
+          EXPECT_EQ(fwd.t(i), fwd.t_stop(i)) << i;
+          EXPECT_EQ(fwd.q(i, 0), good.q(i, 0)) << i;
+          EXPECT_EQ(back.status(i), Status::failed_nonfinite) << i;
+          EXPECT_EQ(nan.status(i), Status::failed_nonfinite) << i;
+          EXPECT_EQ(back.t_stop(i), good.t_stop(i)) << i << ": the event's time";
+          EXPECT_EQ(nan.t_stop(i), good.t_stop(i)) << i << ": the event's time";
+          EXPECT_EQ(back.t(i), good.t_stop(i)) << i;
+          EXPECT_EQ(nan.t(i), good.t_stop(i)) << i;
         }
       }
     }

@@ -23,7 +23,7 @@ namespace ukb::models {
 ///   normal force, which is the ideal constraint force. At rest (v = 0):
 ///   static friction -Q_t against the tangential part of Q where
 ///   |Q_t| <= mu |Qc_ideal|, else -mu |Qc_ideal| Q_t/|Q_t| against the
-///   impending motion (detail::coulomb_friction).
+///   impending motion (ukb::friction::force).
 /// `R` does not enter the acceleration (A and b depend on the state only); it
 /// fixes the ring for initial states and residual monitoring.
 ///
@@ -32,7 +32,7 @@ namespace ukb::models {
 /// V = m g y; natural quantities theta (angle from +x, counter-clockwise;
 /// q = R (cos theta, sin theta)) and omega = theta'. Stick-slip: the event
 /// is the sliding velocity r omega = (x y' - y x')/r; at its zero the bead
-/// sticks for good where |cot theta| <= mu (coulomb_holds), else slides on.
+/// sticks for good where |cot theta| <= mu (ukb::friction::holds), else slides on.
 template <class T>
 struct BeadOnRing {
   using Scalar = T;
@@ -91,7 +91,7 @@ struct BeadOnRing {
 
   UKB_HD static void nonideal(const T* q, const T* qd, T t, const Params& p, const T* Qc_ideal,
                               const T* /*lambda*/, T* C) {
-    detail::coulomb_friction<BeadOnRing>(q, qd, t, p, Qc_ideal, p.mu, C);
+    ukb::friction::force<BeadOnRing>(q, qd, t, p, Qc_ideal, p.mu, C);
   }
 
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
@@ -128,7 +128,7 @@ struct BeadOnRing {
   }
 
   UKB_HD static EventAction on_event(T* q, T* qd, T t, const Params& p) {
-    return detail::coulomb_stick_or_slip<BeadOnRing>(q, qd, t, p, p.mu);
+    return ukb::friction::stick_or_slip<BeadOnRing>(q, qd, t, p, p.mu);
   }
 };
 

@@ -21,7 +21,7 @@ namespace ukb::models {
 /// - Non-ideal force C = -mu |Qc_ideal| v/|v|, v the sliding velocity (q'
 ///   along the line: less the part across it, which only drift gives); at rest (v = 0) static
 ///   friction up to mu |Qc_ideal| against the tangential part of Q, kinetic
-///   friction against the impending motion beyond (detail::coulomb_friction).
+///   friction against the impending motion beyond (ukb::friction::force).
 /// While sliding down the line (unit direction (cos alpha, -sin alpha)), the
 /// arclength s obeys s'' = g (sin alpha - mu cos alpha); sliding up,
 /// s'' = g (sin alpha + mu cos alpha) towards the bottom.
@@ -89,7 +89,7 @@ struct InclineBlock {
 
   UKB_HD static void nonideal(const T* q, const T* qd, T t, const Params& p, const T* Qc_ideal,
                               const T* /*lambda*/, T* C) {
-    detail::coulomb_friction<InclineBlock>(q, qd, t, p, Qc_ideal, p.mu, C);
+    ukb::friction::force<InclineBlock>(q, qd, t, p, Qc_ideal, p.mu, C);
   }
 
   UKB_HD static void residual(const T* q, const T* qd, T /*t*/, const Params& p, T& pos,
@@ -131,7 +131,7 @@ struct InclineBlock {
   }
 
   UKB_HD static EventAction on_event(T* q, T* qd, T t, const Params& p) {
-    return detail::coulomb_stick_or_slip<InclineBlock>(q, qd, t, p, p.mu);
+    return ukb::friction::stick_or_slip<InclineBlock>(q, qd, t, p, p.mu);
   }
 };
 

@@ -132,7 +132,7 @@ struct RunCommon {
           add(v.rhs_evals, 1);
           if (st == Status::ok) {
             add(v.events, 1);
-            rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+            rest = handle();
             g = Mo::event(f.q, f.qd, f.t, p);
             if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
           } else {
@@ -230,7 +230,7 @@ struct RunCommon {
       if (s.events) {
         if (located) {
           add(v.events, 1);
-          rest = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+          rest = handle();
           f.ctrl |= resumed_bit;  // (a system at rest takes no more steps)
         }
         g = Mo::event(f.q, f.qd, f.t, p);
@@ -243,6 +243,22 @@ struct RunCommon {
       (void)located;
     }
     monitor(v, s);
+  }
+
+  // The model's handler at the current state: true where it stops the
+  // system for good. It may move the time forward (a handler that finishes
+  // a motion in closed form, ukb/friction.hpp's finish_stop); a time it
+  // leaves NaN, infinite or before the event's fails the system with
+  // failed_nonfinite at the event's time.
+  UKB_HD bool handle() {
+    if constexpr (HasEvents<Mo>) {
+      const T t_event = f.t;
+      const bool stop = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+      if (f.t >= t_event && f.t - f.t == T(0)) return stop;
+      f.t = t_event;
+      f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
+    }
+    return false;
   }
 
   // The largest residuals seen, in the batch (a NaN stays).
