@@ -52,7 +52,7 @@ struct PuckIncline {
     f("mu", p.mu, "Coulomb friction coefficient (>= 0); the puck stops for good where mu > tan(alpha)");
     f("lookahead", p.lookahead,
       "the stop is finished in closed form from where friction would take the speed left away in this time "
-      "[s]: about the RK4 step dt (any positive value with dopri5)");
+      "[s]: about the RK4 step dt, any positive value with dopri5 (> 0)");
   }
 
   UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {

@@ -36,7 +36,7 @@
   X(t,            real, one, 1,  state,   zero, nullptr,               always,     "times (N)")                 \
   X(params,       real, vec, np, param,   zero, nullptr,               always,     "parameters (np x N), in visit_params order") \
   X(status,       i32,  one, 1,  state,   zero, nullptr,               always,     "Status of each system (N)") \
-  X(t_stop,       real, one, 1,  monitor, nan,  "t_stop",              always,     "at_rest: the event time; failed_*: the last good time; else NaN (N)") \
+  X(t_stop,       real, one, 1,  monitor, nan,  "t_stop",              always,     "at_rest: the time the handler stopped it (the event's, or later where it finished the motion); failed_*: the last good time; else NaN (N)") \
   X(steps,        i64,  one, 1,  monitor, zero, "steps",               always,     "accepted integration steps since set_state (N)") \
   X(events,       i32,  one, 1,  monitor, zero, "events",              always,     "located events since set_state (N)") \
   X(rank_drops,   i64,  one, 1,  monitor, zero, "rank_drops",          always,     "steps with an evaluation where rank(B) < m (N)") \

@@ -236,18 +236,25 @@ inline constexpr int stop_ramp = 64;
 /// The stop event of a sliding point mass (see the file's documentation):
 /// g = |v_t| - lookahead * r, r = mu |N| / m the deceleration friction gives,
 /// where static friction could hold the mass (mu |N| > |F_t|; less near the
-/// limit, none below it), and exactly 0 at rest (|v_t| = 0: the next step
-/// is taken unchecked, and a sample that starts at rest has its handler
-/// consulted). While the mass slides g > 0; it changes sign a little before
-/// a stop, where the speed left is what friction takes away in `lookahead`
-/// seconds. Branch-free: also on the SIMD packs of a model's `rebind`.
+/// limit, none below it), and exactly 0 where that is not positive: at rest
+/// and within the look-ahead of a stop. While the mass slides towards a
+/// stop g falls (|v_t| falls at least at r - |F_t| / m > 0) and reaches 0
+/// a little before it, where the speed left is what friction takes away in
+/// `lookahead` seconds: an event (docs/adding-a-model.md, "The event
+/// contract": 0 is not on the start's side). A sample that starts at rest
+/// or within the look-ahead has its handler consulted before its first
+/// step, and a step from a state at 0 (the handler let the mass slide on
+/// from rest) is taken unchecked. Written with `pick`, without branches on
+/// values, for the SIMD packs of a model's `rebind` (no built-in model uses
+/// it on packs yet).
 template <class Mo, class T>
 UKB_HD inline T stop_event(const T* q, const T* qd, T t, const typename Mo::Params& p, T mu, T lookahead) {
   detail::Contact<Mo, T> c;
   detail::contact<Mo>(q, qd, t, p, c);
   const T r = mu * c.normal / c.mass, a = detail::safe_norm<Mo::n>(c.Ft) / c.mass, excess = r - a;
   const T rate = pick(excess * T(detail::stop_ramp) >= r, r, pick(excess > T(0), excess * T(detail::stop_ramp), T(0)));
-  return pick(c.speed > T(0), c.speed - lookahead * rate, T(0));
+  const T g = c.speed - lookahead * rate;
+  return pick(g > T(0), g, T(0));
 }
 
 /// The handler of stop_event: from the located state, the motion to the
@@ -260,7 +267,14 @@ UKB_HD inline T stop_event(const T* q, const T* qd, T t, const typename Mo::Para
 /// tangent plane), the time t moves to the stop, q' is set to zero, and the
 /// mass stops for good where static friction holds it (stick_or_slip).
 /// Where it cannot stop (mu |N| <= |F_t| at the located state) the velocity
-/// is set to zero there and the mass slides on from rest.
+/// is set to zero there and the mass slides on from rest. On a curved
+/// surface q moves in the tangent plane, off the surface by about d^2 / (2
+/// rho) for a move d on a radius of curvature rho (1e-10 of the radius in
+/// tests/scipy_bowl.py's bowl).
+///
+/// Declare the handler with `T& t`: with `T t` this compiles, moves q to the
+/// stop and loses the time's move (the stop is then early by up to the
+/// look-ahead), and nothing can tell.
 template <class Mo, class T>
 UKB_HD inline EventAction finish_stop(T* q, T* qd, T& t, const typename Mo::Params& p, T mu) {
   constexpr int n = Mo::n;

@@ -372,7 +372,7 @@ TEST(Events, AHandlerMayMoveTheTimeForwardAndNotBackOrToNaN) {
   // docs/adding-a-model.md, "The event contract": the located state is
   // where it is on every route; a handler's time is then the system's (at
   // rest: t_stop), and a time before the event's or NaN fails the sample
-  // with failed_nonfinite at the event's time. Beads on a rough ring, each
+  // with failed_nonfinite at the event's state. Beads on a rough ring, each
   // stopping at its first located turning point (the well-behaved ring of
   // the same runs says where and when).
   const std::vector<double> w = {0.5, 1.0, 1.5, 1.8};
@@ -405,6 +405,11 @@ TEST(Events, AHandlerMayMoveTheTimeForwardAndNotBackOrToNaN) {
           EXPECT_EQ(nan.t_stop(i), good.t_stop(i)) << i << ": the event's time";
           EXPECT_EQ(back.t(i), good.t_stop(i)) << i;
           EXPECT_EQ(nan.t(i), good.t_stop(i)) << i;
+          // The event's state is kept, not the handler's (which set the
+          // velocity to zero): the located bead still moves, by a hair.
+          EXPECT_EQ(back.q(i, 0), good.q(i, 0)) << i;
+          EXPECT_GT(std::hypot(back.qd(i, 0), back.qd(i, 1)), 0.0) << i;
+          EXPECT_GT(std::hypot(nan.qd(i, 0), nan.qd(i, 1)), 0.0) << i;
         }
       }
     }

@@ -191,7 +191,8 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
 
 TEST(CudaEmulation, ASurfaceModelFileMatchesCpuBackendBitwiseWithBothMethods) {
   // examples/models/puck_incline.hpp: friction against a 2-D sliding
-  // velocity, stops and arc tops as events, under RK4 and dopri5.
+  // velocity, its stops found by ukb::friction's event and finished by its
+  // handler (which moves the time), under RK4 and dopri5.
   using Mo = PuckIncline<double>;
   const int N = 67;
   for (Method method : {Method::rk4, Method::dopri5}) {

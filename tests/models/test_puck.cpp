@@ -13,6 +13,7 @@
 //   x_stop = c^2 / (2a) (w0^(2k-1) / (2k-1) + w0^(2k+1) / (2k+1)),
 //   s_stop = c^2 / (4a) (w0^(2k-2) / (2k-2) + w0^(2k) / k + w0^(2k+2) / (2k+2)),
 //   y_stop = (k v0 + y'0)^2 / (2 a (k^2 - 1)) - k s_stop   (from (2), integrated).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
@@ -206,11 +207,44 @@ TEST(Puck, TheStopHandlerFinishesTheMotionWhereTheClosedFormsSay) {
   EXPECT_EQ(qd2[1], 0.0);
 }
 
+TEST(Puck, ALaunchWithinTheLookaheadIsStoppedByItsHandlerBeforeAnyStep) {
+  // A puck launched slower than friction's look-ahead speed starts with the
+  // stop event at 0: its handler is consulted before the first step and
+  // finishes the stop in closed form, on both backends.
+  const double k = 1.5, pi = std::numbers::pi;
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    SCOPED_TRACE(to_string(be));
+    const std::vector<double> headings = {0.4, pi / 2, 2.8};
+    Batch<Puck> b(static_cast<int>(headings.size()));
+    Puck::Params p;
+    p.alpha = 0.3;
+    p.mu = k * std::tan(p.alpha);
+    const double a = p.g * std::sin(p.alpha), v0 = 0.5 * p.lookahead * p.mu * p.g * std::cos(p.alpha);
+    for (int i = 0; i < b.size(); ++i) {
+      const double ic[2] = {v0, headings[std::size_t(i)]};
+      double q[3], qd[3];
+      ASSERT_TRUE(Puck::initial_state(ic, p, q, qd));
+      b.set_params(i, p), b.set_state(i, q, qd, 0.0);
+    }
+    integrate(b, be, RunOptions{.dt = 1e-3, .t_end = 1.0});
+    for (int i = 0; i < b.size(); ++i) {
+      const Closed c = closed_stop(a, k, v0, headings[std::size_t(i)]);
+      EXPECT_EQ(b.status(i), Status::at_rest) << i;
+      EXPECT_EQ(b.steps(i), 0) << i;
+      EXPECT_EQ(b.events(i), 1) << i;
+      EXPECT_NEAR(b.t_stop(i), c.t_stop, 1e-12 * c.t_stop) << i;
+      EXPECT_NEAR(b.q(i, 0), c.x_stop, 1e-12 * v0 * v0 / a) << i;
+      EXPECT_NEAR(b.q(i, 1), c.y_stop, 1e-12 * v0 * v0 / a) << i;
+    }
+  }
+}
+
 TEST(Puck, TheStopEventChangesSignWhereTheSpeedLeftIsWhatFrictionTakesInTheLookahead) {
   // ukb::friction::stop_event: g = |v| - lookahead r, r = mu g cos(alpha)
   // the deceleration friction gives, where friction can hold the puck by a
   // margin of 1/64 (k >= 64/63); 64 (r - a) lookahead within that margin;
-  // |v| where it cannot hold it; exactly 0 at rest.
+  // |v| where it cannot hold it; exactly 0 where that is not positive (at
+  // rest, and within the look-ahead).
   Puck::Params p;
   p.alpha = 0.3;
   p.lookahead = 1e-3;
@@ -224,13 +258,13 @@ TEST(Puck, TheStopEventChangesSignWhereTheSpeedLeftIsWhatFrictionTakesInTheLooka
     p.mu = k * std::tan(p.alpha);
     const double r = p.mu * p.g * std::cos(p.alpha), margin = r - a;
     const double rate = 64 * margin >= r ? r : margin > 0 ? 64 * margin : 0.0;
-    for (double v : {1.0, 3e-3, 1e-3, 2e-4, 1e-5}) EXPECT_NEAR(g_at(v), v - p.lookahead * rate, 1e-15) << v;
+    for (double v : {1.0, 3e-3, 1e-3, 2e-4, 1e-5}) EXPECT_NEAR(g_at(v), std::max(v - p.lookahead * rate, 0.0), 1e-15) << v;
     EXPECT_EQ(g_at(0.0), 0.0);
   }
   p.mu = 1.5 * std::tan(p.alpha);
   const double r = p.mu * p.g * std::cos(p.alpha);
   EXPECT_GT(g_at(1.01 * p.lookahead * r), 0.0);
-  EXPECT_LT(g_at(0.99 * p.lookahead * r), 0.0);
+  EXPECT_EQ(g_at(0.99 * p.lookahead * r), 0.0);
 }
 
 TEST(Puck, WithFixedStepsTheSlidingPathConvergesAtFourthOrder) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ukb/config.hpp"
+#include "ukb/friction.hpp"
 #include "ukb/models/common.hpp"
 
 namespace ukb::models {

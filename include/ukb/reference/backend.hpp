@@ -109,13 +109,13 @@ struct RefRun {
   bool crosses(double gz) const { return !(gz != 0.0 && (gz > 0) == (g > 0)); }
   // The handler, which may move the time forward; a time it leaves NaN,
   // infinite or before the event's fails the system (failed_nonfinite, at
-  // the event's time).
+  // the event's state, which is kept).
   bool handler_stops(ukb::reference::State& z) {
     if constexpr (HasEvents<Mo>) {
-      const double t_event = z.t;
+      const ukb::reference::State at_event = z;
       const bool stop = Mo::on_event(z.q.data(), z.qd.data(), z.t, p) == EventAction::stop;
-      if (std::isfinite(z.t) && z.t >= t_event) return stop;
-      z.t = t_event;
+      if (std::isfinite(z.t) && z.t >= at_event.t) return stop;
+      z = at_event;
       st = Status::failed_nonfinite;
     }
     (void)z;

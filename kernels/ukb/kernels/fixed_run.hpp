@@ -27,7 +27,8 @@ namespace ukb::kernels {
 /// stage or at the end) is replaced by the step to the located event (the
 /// bisection's trials, each a checked step from the same start), and the
 /// model's handler then resumes the system or stops it for good (status
-/// at_rest, t_stop = the event time). From a state with g exactly zero (a
+/// at_rest, t_stop = the time it leaves: the event's, or later where it
+/// finished a motion, RunCommon::handle). From a state with g exactly zero (a
 /// handler has just set the sliding velocity to zero) the next step is taken
 /// as it is. A system that starts with g exactly zero consults the handler
 /// once first (after one evaluation: a system that cannot be evaluated gets

@@ -249,13 +249,15 @@ struct RunCommon {
   // system for good. It may move the time forward (a handler that finishes
   // a motion in closed form, ukb/friction.hpp's finish_stop); a time it
   // leaves NaN, infinite or before the event's fails the system with
-  // failed_nonfinite at the event's time.
+  // failed_nonfinite at the event's state, which is kept.
   UKB_HD bool handle() {
     if constexpr (HasEvents<Mo>) {
+      T q[n], qd[n];
       const T t_event = f.t;
+      for (int j = 0; j < n; ++j) q[j] = f.q[j], qd[j] = f.qd[j];
       const bool stop = Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
       if (f.t >= t_event && f.t - f.t == T(0)) return stop;
-      f.t = t_event;
+      this->set(q, qd, t_event);
       f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
     }
     return false;

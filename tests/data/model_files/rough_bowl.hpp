@@ -41,7 +41,7 @@ struct RoughBowl {
     f("R", p.R, "radius of the bowl (> 0)");
     f("g", p.g, "gravitational acceleration (> 0)");
     f("mu", p.mu, "Coulomb friction coefficient (>= 0)");
-    f("lookahead", p.lookahead, "the stop event's look-ahead [s] (ukb/friction.hpp)");
+    f("lookahead", p.lookahead, "the stop event's look-ahead [s] (ukb/friction.hpp) (> 0)");
   }
 
   UKB_HD static void mass(const T* /*q*/, T /*t*/, const Params& p, T* M) {
