@@ -254,7 +254,7 @@ UKB_HD inline T stop_event(const T* q, const T* qd, T t, const typename Mo::Para
   const T r = mu * c.normal / c.mass, a = detail::safe_norm<Mo::n>(c.Ft) / c.mass, excess = r - a;
   const T rate = pick(excess * T(detail::stop_ramp) >= r, r, pick(excess > T(0), excess * T(detail::stop_ramp), T(0)));
   const T g = c.speed - lookahead * rate;
-  return pick(g > T(0), g, T(0));
+  return pick(g <= T(0), T(0), g);  // a NaN (of a NaN look-ahead, say) stays NaN: the engine fails it
 }
 
 /// The handler of stop_event: from the located state, the motion to the

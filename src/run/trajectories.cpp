@@ -148,10 +148,11 @@ void fixed_times(const Config& c, Ensemble& e, const EngineOptions& eo, Rows& ro
         if (!(h > 0)) break;  // no dense output (cannot happen after a step)
         if (!running && tj == t[k]) break;  // the last row, below, is this one (with the status)
         // A handler that moved the time (ukb/friction.hpp's finish_stop)
-        // jumped over a stretch that no step covers: no row there (theta
-        // past 1 by more than the rounding of t0 + h).
+        // jumped over a stretch that no step covers: no row there. (A step
+        // that lands on t_end or t_pause ends there, which t0 + h may miss
+        // by its rounding and theta by that of the division.)
         const double theta = (tj - t0) / h;
-        if (tj < t0 || theta > 1 + 1e-9) continue;
+        if (tj < t0 || (tj > t0 + h && theta > 1 + 1e-9)) continue;
         for (int a = 0; a < 5 * 2 * n; ++a) rv[std::size_t(a)] = dense[soa(a, k, N)];
         kernels::dense_state(rv.data(), n, std::min(1.0, theta), q.data(), qd.data());
         rows.row(k, tj, q.data(), qd.data(), "running");

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -265,6 +266,10 @@ TEST(Puck, TheStopEventChangesSignWhereTheSpeedLeftIsWhatFrictionTakesInTheLooka
   const double r = p.mu * p.g * std::cos(p.alpha);
   EXPECT_GT(g_at(1.01 * p.lookahead * r), 0.0);
   EXPECT_EQ(g_at(0.99 * p.lookahead * r), 0.0);
+  // A NaN look-ahead gives a NaN event value (the engine fails the sample),
+  // not a 0 that would pass for a stop.
+  p.lookahead = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(g_at(1.0)));
 }
 
 TEST(Puck, WithFixedStepsTheSlidingPathConvergesAtFourthOrder) {

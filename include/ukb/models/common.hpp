@@ -24,14 +24,16 @@ UKB_HD inline void scalar_mass_diagonal(T mass, T* d) {
 }
 
 /// The friction helpers' names before they became ukb/friction.hpp's public
-/// API (model files written for them still compile).
+/// API, kept for model files written for them (not marked deprecated: the
+/// CUDA check of a model file turns every warning into an error); new code
+/// calls ukb::friction::force and ukb::friction::stick_or_slip.
 template <class Mo, class T>
-[[deprecated("use ukb::friction::force")]] UKB_HD inline void coulomb_friction(
+UKB_HD inline void coulomb_friction(
     const T* q, const T* qd, T t, const typename Mo::Params& p, const T* Qc_ideal, T mu, T* C) {
   ukb::friction::force<Mo>(q, qd, t, p, Qc_ideal, mu, C);
 }
 template <class Mo, class T>
-[[deprecated("use ukb::friction::stick_or_slip")]] UKB_HD inline EventAction coulomb_stick_or_slip(
+UKB_HD inline EventAction coulomb_stick_or_slip(
     T* q, T* qd, T t, const typename Mo::Params& p, T mu) {
   return ukb::friction::stick_or_slip<Mo>(q, qd, t, p, mu);
 }
