@@ -311,6 +311,15 @@ concept HasEvents = requires(const typename Mo::Scalar* x, typename Mo::Scalar* 
   { Mo::on_event(y, y, t, p) } -> std::same_as<EventAction>;
 };
 
+/// The model's handler may move the time (it takes `T& t`, like
+/// ukb/friction.hpp's finish_stop): one that takes the time by value or by
+/// const reference cannot, and the run loops skip the check of the time it
+/// leaves.
+template <class Mo>
+concept HandlerMovesTime = HasEvents<Mo> && !requires(typename Mo::Scalar* y, const typename Mo::Params& p) {
+  Mo::on_event(y, y, static_cast<typename Mo::Scalar&&>(*y), p);
+};
+
 /// Number of parameters of a model (counted through `visit_params`).
 template <Model Mo>
 constexpr int param_count() {

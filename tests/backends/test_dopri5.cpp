@@ -368,6 +368,12 @@ struct TimeMovingRing : models::BeadOnRing<T> {
   }
 };
 
+// Only a handler that takes the time by reference can move it; the run
+// loops skip the time check (and its copy of the state) for the others.
+static_assert(HandlerMovesTime<TimeMovingRing<double, TimeMove::forward>>);
+static_assert(!HandlerMovesTime<models::BeadOnRing<double>>);
+static_assert(!HandlerMovesTime<models::InclineBlock<float>>);
+
 TEST(Events, AHandlerMayMoveTheTimeForwardAndNotBackOrToNaN) {
   // docs/adding-a-model.md, "The event contract": the located state is
   // where it is on every route; a handler's time is then the system's (at

@@ -29,6 +29,9 @@ namespace ukb::test {
 namespace {
 
 using Puck = PuckIncline<double>;
+// Its handler finishes the stop in closed form, moving the time: the run
+// loops check the time it leaves.
+static_assert(HandlerMovesTime<Puck>);
 
 struct PuckLaunch {
   double k, heading;
