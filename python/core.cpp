@@ -24,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ukb/crosscheck.hpp"
@@ -170,67 +171,72 @@ py::tuple energies(const ModelInfo& M, const py::array_t<double, py::array::c_st
 
 // ---------------------------------------------------------------- simulate
 
+// The integrator options of a Python call by the table of run options
+// (ukb/options.hpp): each of its type, the ones that do not apply to the
+// method chosen refused, then the checks of the library (ukb::check).
 ukb::RunOptions run_options(const py::dict& o) {
   ukb::RunOptions r;
   for (auto [key, value] : o) {
     const std::string k = py::cast<std::string>(key);
-    try {
-    if (k == "method") {
-      const std::string m = py::cast<std::string>(value);
-      auto parsed = ukb::parse_method(m);
-      if (!parsed) throw std::invalid_argument("method: expected 'rk4' or 'dopri5', got '" + m + "'");
-      r.method = *parsed;
-    } else if (k == "dt") r.dt = py::cast<double>(value);
-    else if (k == "t_end") r.t_end = py::cast<double>(value);
-    else if (k == "max_steps") r.max_steps = py::cast<long>(value);
-    else if (k == "event_tol") r.event_tol = py::cast<double>(value);
-    else if (k == "events") r.events = py::cast<bool>(value);
-    else if (k == "monitor") r.monitor = py::cast<bool>(value);
-    else if (k == "stabilization") {
-      const std::string s = py::cast<std::string>(value);
-      auto parsed = ukb::parse_stabilization(s);
-      if (!parsed) throw std::invalid_argument("stabilization: expected None, 'baumgarte' or 'projection', got '" + s + "'");
-      r.stabilization = *parsed;
-    } else if (k == "baumgarte_alpha") r.baumgarte_alpha = py::cast<double>(value);
-    else if (k == "baumgarte_beta") r.baumgarte_beta = py::cast<double>(value);
-    else if (k == "baumgarte_gamma") r.baumgarte_gamma = py::cast<double>(value);
-    else if (k == "projection_tol") r.projection_tol = py::cast<double>(value);
-    else if (k == "projection_iters") r.projection_iters = py::cast<int>(value);
-    else if (k == "rank_rtol") r.rank_rtol = py::cast<double>(value);
-    else if (k == "residual_limit") r.residual_limit = py::cast<double>(value);
-    else if (k == "expected_rank") r.expected_rank = py::cast<int>(value);
-    else if (k == "rtol") r.rtol = py::cast<double>(value);
-    else if (k == "atol") r.atol = py::cast<std::vector<double>>(value);
-    else if (k == "dt_min") r.dt_min = py::cast<double>(value);
-    else if (k == "dt_max") r.dt_max = py::cast<double>(value);
-    else {
-      // The names of the config's [stabilization] table map to these.
-      static const std::vector<std::pair<std::string, std::string>> config_names = {
-          {"alpha", "baumgarte_alpha"}, {"beta", "baumgarte_beta"},   {"gamma", "baumgarte_gamma"},
-          {"tol", "projection_tol"},    {"max_iter", "projection_iters"}, {"projection_max_iter", "projection_iters"}};
-      static const std::vector<std::string> known = {
-          "method",          "dt",           "t_end",          "max_steps",         "event_tol",
-          "events",          "monitor",      "stabilization",  "baumgarte_alpha",   "baumgarte_beta",
-          "baumgarte_gamma", "projection_tol", "projection_iters", "rank_rtol",     "residual_limit",
-          "expected_rank",   "rtol",         "atol",           "dt_min",            "dt_max"};
+    const ukb::RunOptionInfo* row = ukb::find_run_option(k);
+    if (!row) {
+      std::vector<std::string> known;
       std::string hint;
-      for (const auto& [from, to] : config_names)
-        if (k == from) hint = to;
+      for (const ukb::RunOptionInfo& x : ukb::run_option_table()) {
+        known.emplace_back(x.name);
+        if (k == x.key || k == std::string(x.table) + "_" + x.key) hint = x.name;  // a config file's name
+      }
       if (hint.empty()) hint = ukb::closest_match(k, known);
+      std::string all;
+      for (const std::string& n : known) all += (all.empty() ? "" : ", ") + n;
       throw std::invalid_argument("unknown integrator option '" + ukb::printable(k, 80) + "'" +
-                                  (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (options: " +
-                                  [] {
-                                    std::string all;
-                                    for (const std::string& n : known) all += (all.empty() ? "" : ", ") + n;
-                                    return all;
-                                  }() + ")");
+                                  (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (options: " + all + ")");
     }
-    } catch (const py::cast_error&) {
-      throw std::invalid_argument(k + ": " + std::string(py::str(py::repr(value))) + " has not the type the option takes");
-    }
+    ukb::visit_run_options(r, [&](const ukb::RunOptionInfo& x, auto& v) {
+      using V = std::remove_cvref_t<decltype(v)>;
+      if (x.name != row->name) return;
+      try {
+        if constexpr (std::is_enum_v<V>) {
+          const std::string word = py::cast<std::string>(value);
+          std::optional<V> parsed;
+          if constexpr (std::is_same_v<V, ukb::Method>) parsed = ukb::parse_method(word);
+          else parsed = ukb::parse_stabilization(word);
+          if (!parsed) {
+            std::string choices;
+            for (const std::string& c : ukb::option_choices<V>()) choices += (choices.empty() ? "'" : ", '") + c + "'";
+            throw std::invalid_argument(k + ": expected one of " + choices + ", got '" + ukb::printable(word, 80) + "'");
+          }
+          v = *parsed;
+        } else {
+          v = py::cast<V>(value);
+        }
+      } catch (const py::cast_error&) {
+        throw std::invalid_argument(k + ": " + std::string(py::str(py::repr(value))) + " has not the type the option takes");
+      }
+    });
+  }
+  for (auto [key, value] : o) {
+    const std::string m = ukb::not_applicable(*ukb::find_run_option(py::cast<std::string>(key)), r);
+    if (!m.empty()) throw std::invalid_argument(py::cast<std::string>(key) + ": " + m);
   }
   ukb::check(r);
   return r;
+}
+
+// The table of run options for the Python side: name -> (kind, doc).
+py::dict run_option_kinds() {
+  py::dict d;
+  ukb::RunOptions r;
+  ukb::visit_run_options(r, [&](const ukb::RunOptionInfo& x, auto& v) {
+    using V = std::remove_cvref_t<decltype(v)>;
+    const char* kind = std::is_enum_v<V> ? "choice"
+                       : std::is_same_v<V, bool> ? "bool"
+                       : std::is_integral_v<V> ? "int"
+                       : std::is_same_v<V, double> ? "real"
+                                                   : "reals";
+    d[py::str(x.name)] = py::make_tuple(kind, std::string(x.doc));
+  });
+  return d;
 }
 
 // Integrates every system of e until none has work left, in calls of about
@@ -625,6 +631,8 @@ PYBIND11_MODULE(_core, m) {
   }, py::return_value_policy::reference);
   m.def("find_model", [](const std::string& name) { return ukb::find_model(name); },
         py::return_value_policy::reference);
+  m.def("run_options", &run_option_kinds,
+        "the integrator options of simulate (ukb/options.hpp's table): name -> (kind, doc)");
   m.def("closest_match", [](const std::string& w, const std::vector<std::string>& c) { return ukb::closest_match(w, c); });
   m.def("load_model_file", [](const std::string& spec, bool cuda) -> const ModelInfo* {
     py::gil_scoped_release nogil;

@@ -235,6 +235,11 @@ struct Outcome {
 /// (`ukb run` prints them on stderr, ukb.run raises RuntimeWarnings).
 std::vector<std::string> warnings(const Outcome& o);
 
+/// The options of the `[integrator]` and `[stabilization]` tables as the
+/// Markdown table of docs/config.md (generated from ukb/options.hpp's
+/// table of run options; a test keeps the docs equal to it).
+std::string run_options_markdown();
+
 /// The samples integrated together where the config gives no
 /// `integrator.chunk`: 65536 on the cpu and reference backends (progress
 /// and Ctrl-C granularity at a few MB), 2^20 on cuda, so that a chunk fills

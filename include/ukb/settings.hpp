@@ -72,6 +72,7 @@ struct ErrorControl {
   T atol[policy::max_atol]{};
   T dt_min{};          ///< smallest step the control may ask for (>= 0)
   T dt_max{};          ///< largest step (> 0, +infinity: none)
+  T safety = T(policy::step_safety);  ///< the step-size control's safety factor, in (0, 1]
 
   /// The absolute tolerance of component k (k < n: q_k; else q'_{k-n}).
   /// The host never sets atol_count = 2n above policy::max_atol (options.hpp,

@@ -52,7 +52,7 @@ from . import _core  # noqa: E402
 from ._core import BackendUnavailable, ConfigError, Model, ModelError, ModelFileError, WriteError  # noqa: E402,F401
 
 __version__ = _core.version
-__all__ = ["models", "model", "accel", "initial_state", "simulate", "energy_balance", "run", "compare", "Result", "Table",
+__all__ = ["models", "model", "accel", "initial_state", "simulate", "run_options", "energy_balance", "run", "compare", "Result", "Table",
            "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable", "ModelError"]
 
 _BACKENDS = ("reference", "cpu", "cuda")
@@ -310,9 +310,12 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     (where the model has a potential) and, with record_every = k, traj_q,
     traj_qd (N, T, n) and traj_t (N, T): a row every k steps (dopri5: steps
     begun, rejected ones too), NaN once a system has stopped.
-    Other integrator options (docs/config.md): rank_rtol,
+    Every other integrator option of docs/config.md by its name
+    (ukb.run_options() lists them with their meaning): rank_rtol,
     residual_limit, expected_rank, monitor, baumgarte_alpha/beta/gamma,
-    projection_tol, projection_iters.
+    projection_tol, projection_iters. An option of another method (rtol
+    with rk4, baumgarte_alpha without stabilization="baumgarte") is
+    refused: it would be ignored.
     """
     M = _model_on(model, backend)
     q = _float_array("q0", q0, (1, 2), f"an array of shape (N, {M.n})")
@@ -347,12 +350,6 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     for key, v in (("rtol", rtol), ("dt_min", dt_min), ("dt_max", dt_max), ("event_tol", event_tol)):
         if v is not None:
             o[key] = _real(key, v, lambda x: not math.isnan(x), "a number")
-    # As a config's integrator.event_tol: a bracket wider than the step would
-    # not locate an event within it.
-    widest = o.get("dt_max", math.inf) if method == "dopri5" else o["dt"]
-    if event_tol is not None and o["event_tol"] > widest:
-        raise ValueError(f"event_tol: expected at most {'dt_max' if method == 'dopri5' else 'dt'} = {widest!r} "
-                         f"(a wider bracket would not locate an event within its step), got {o['event_tol']!r}")
     if atol is not None:
         o["atol"] = [float(x) for x in np.atleast_1d(_float_array("atol", atol, (0, 1), "a number or a list"))]
     if stabilization is not None:
@@ -366,7 +363,7 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
                 v = bool(v)
             elif kind == "int":
                 v = _integer(key, v, -_INT_MAX, _INT_MAX, "an integer")
-            else:
+            elif kind == "real":
                 v = _real(key, v, lambda x: not math.isnan(x), "a number")
         o[key] = v  # the C++ side refuses unknown options by name
     record_every = 0 if record_every is None else _integer("record_every", record_every, 1, _LONG_MAX, "an integer >= 1")
@@ -381,9 +378,15 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     return Result(d)
 
 
-_INTEGRATOR_OPTIONS = {"monitor": "bool", "rank_rtol": "real", "residual_limit": "real", "expected_rank": "int",
-                       "baumgarte_alpha": "real", "baumgarte_beta": "real", "baumgarte_gamma": "real",
-                       "projection_tol": "real", "projection_iters": "int"}
+def run_options():
+    """The integrator options of simulate and of a config's [integrator] and
+    [stabilization] tables (docs/config.md): name -> meaning."""
+    return {k: doc for k, (_, doc) in _core.run_options().items()}
+
+
+# The options simulate takes by keyword beyond its named ones: the table of
+# run options (ukb/options.hpp), name -> kind.
+_INTEGRATOR_OPTIONS = {k: kind for k, (kind, _) in _core.run_options().items()}
 
 
 def _check_initial(M, P, q, qd, t0, tol):

@@ -33,6 +33,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "ukb/cuda.hpp"
 #include "ukb/model_file.hpp"
@@ -380,189 +381,112 @@ void parse_model(const Parser& P, const toml::table& root, Config& c, const Conf
   if (const toml::node* t = root.get("threads")) c.threads = static_cast<int>(P.integer(*t, "threads", 0, 4096));
 }
 
-// [integrator]
-void parse_integrator(const Parser& P, const toml::table& root, Config& c) {
+// The config's name of a run option: "integrator.dt", "stabilization.alpha".
+std::string config_label(std::string_view name) {
+  if (const RunOptionInfo* o = find_run_option(name)) return std::string(o->table) + "." + o->key;
+  return std::string(name);
+}
+
+// "a, b or c"
+std::string one_of(const std::vector<std::string>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+  return s;
+}
+
+// [integrator] and [stabilization]: every run option by its row of the
+// table (ukb/options.hpp), then the checks of the options together and
+// against the model, each error at the key it names.
+void parse_run_options(const Parser& P, const toml::table& root, Config& c) {
   const ModelInfo& M = *c.model;
   const toml::node* integ = root.get("integrator");
   if (!integ) P.fail(nullptr, "integrator", "missing; expected a table [integrator] with at least dt");
   const toml::table& I = P.table(*integ, "integrator");
-  P.only_keys(I, "integrator.", {"method", "dt", "t_end", "max_steps", "event_tol", "events", "monitor",
-                                 "rank_rtol", "chunk", "residual_limit", "expected_rank", "rtol", "atol",
-                                 "dt_min", "dt_max"});
-  if (const toml::node* m = I.get("method")) {
-    const std::string method = P.string(*m, "integrator.method");
-    const std::optional<Method> parsed = parse_method(method);
-    if (!parsed) {
-      std::string msg = "unknown method '" + printable(method, 80) + "'";
-      const std::string near = closest_match(method, {"rk4", "dopri5"});
-      if (!near.empty()) msg += " (did you mean '" + near + "'?)";
-      P.fail(m, "integrator.method", msg + "; expected rk4 (fixed steps) or dopri5 (adaptive steps)");
+  const toml::node* stab = root.get("stabilization");
+  const toml::table* S = stab ? &P.table(*stab, "stabilization") : nullptr;
+  auto table_of = [&](const RunOptionInfo& o) { return std::string_view(o.table) == "integrator" ? &I : S; };
+  {
+    std::vector<std::string> ik = {"chunk"}, sk;
+    for (const RunOptionInfo& o : run_option_table()) (std::string_view(o.table) == "integrator" ? ik : sk).push_back(o.key);
+    P.only_keys(I, "integrator.", ik);
+    if (S) P.only_keys(*S, "stabilization.", sk);
+  }
+  // The values given, each of its type and in its range.
+  visit_run_options(c.run, [&](const RunOptionInfo& o, auto& v) {
+    using V = std::remove_cvref_t<decltype(v)>;
+    const toml::table* t = table_of(o);
+    const toml::node* n = t ? t->get(o.key) : nullptr;
+    if (!n) return;
+    const std::string key = config_label(o.name);
+    auto in_range = [&](double x, const toml::node* at, const std::string& k) {
+      const std::string m = out_of_range(o, x);
+      if (!m.empty()) P.fail(at, k, m);
+    };
+    if constexpr (std::is_enum_v<V>) {
+      const std::string word = P.string(*n, key);
+      std::optional<V> parsed;
+      if constexpr (std::is_same_v<V, Method>) parsed = parse_method(word);
+      else parsed = parse_stabilization(word);
+      if (!parsed) {
+        const std::vector<std::string> choices = option_choices<V>();
+        std::string msg = "unknown method '" + printable(word, 80) + "'";
+        const std::string near = closest_match(word, choices);
+        if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+        P.fail(n, key, msg + "; expected " + one_of(choices));
+      }
+      v = *parsed;
+    } else if constexpr (std::is_same_v<V, bool>) {
+      v = P.boolean(*n, key);
+    } else if constexpr (std::is_integral_v<V>) {
+      v = static_cast<V>(P.integer(*n, key, static_cast<long>(std::numeric_limits<V>::min()),
+                                   static_cast<long>(std::numeric_limits<V>::max())));
+      in_range(static_cast<double>(v), n, key);
+    } else if constexpr (std::is_same_v<V, double>) {
+      v = P.number(*n, key, o.range.inf_ok);
+      in_range(v, n, key);
+    } else {  // a number or an array of numbers
+      v.clear();
+      if (const toml::array* arr = n->as_array()) {
+        if (arr->empty()) P.fail(n, key, "expected a number or a non-empty array of numbers");
+        for (std::size_t i = 0; i < arr->size(); ++i) {
+          const std::string k = key + "[" + std::to_string(i) + "]";
+          v.push_back(P.number(*arr->get(i), k));
+          in_range(v.back(), arr->get(i), k);
+        }
+      } else {
+        v.push_back(P.number(*n, key));
+        in_range(v.back(), n, key);
+      }
     }
-    c.run.method = *parsed;
+  });
+  // A key that would be ignored with the method chosen is refused.
+  for (const RunOptionInfo& o : run_option_table()) {
+    const toml::table* t = table_of(o);
+    if (const toml::node* n = t ? t->get(o.key) : nullptr) {
+      const std::string m = not_applicable(o, c.run, config_label);
+      if (!m.empty()) P.fail(n, config_label(o.name), m);
+    }
   }
   const bool adaptive = c.run.method == Method::dopri5;
-  const toml::node* dt = I.get("dt");
-  if (!dt && !adaptive) P.fail(integ, "integrator.dt", "missing; expected the time step (a number > 0)");
-  c.run.dt = 0;  // dopri5 without dt: the first step is chosen automatically
-  if (dt) {
-    c.run.dt = P.number(*dt, "integrator.dt");
-    if (!(c.run.dt > 0))
-      P.fail(dt, "integrator.dt",
-             std::string(adaptive ? "expected a first trial step > 0 (or no dt: chosen automatically)"
-                                  : "expected a time step > 0") +
-                 ", got " + Parser::fmt(c.run.dt));
+  if (!I.get("dt")) {
+    if (!adaptive) P.fail(integ, "integrator.dt", "missing; expected the time step (a number > 0)");
+    c.run.dt = 0;  // dopri5 without dt: the first step is chosen automatically
   }
-  // The error control of adaptive steps; refused with rk4, which would ignore it.
-  auto adaptive_key = [&](const char* key) -> const toml::node* {
-    const toml::node* k = I.get(key);
-    if (k && !adaptive)
-      P.fail(k, std::string("integrator.") + key,
-             "applies to method = \"dopri5\" (adaptive steps) only; this config's method is \"rk4\"");
-    return k;
-  };
-  if (const toml::node* r = adaptive_key("rtol")) {
-    c.run.rtol = P.number(*r, "integrator.rtol");
-    if (!(c.run.rtol > 0 && c.run.rtol < 1))
-      P.fail(r, "integrator.rtol", "expected a relative tolerance in (0, 1), got " + Parser::fmt(c.run.rtol));
-  }
-  if (const toml::node* a = adaptive_key("atol")) {
-    c.run.atol.clear();
-    auto one = [&](const toml::node& x, const std::string& key) {
-      const double v = P.number(x, key);
-      if (!(v > 0))
-        P.fail(&x, key,
-               "expected an absolute tolerance > 0 (a component that is 0, such as a velocity at rest, has no "
-               "other error scale), got " +
-                   Parser::fmt(v));
-      c.run.atol.push_back(v);
-    };
-    if (const toml::array* arr = a->as_array()) {
-      for (std::size_t i = 0; i < arr->size(); ++i) one(*arr->get(i), "integrator.atol[" + std::to_string(i) + "]");
-      const std::size_t k = c.run.atol.size(), n = static_cast<std::size_t>(M.n);
-      if (k != n && k != 2 * n)
-        P.fail(a, "integrator.atol",
-               "expected one number, or an array of " + std::to_string(n) + " (one per coordinate of '" + M.name +
-                   "': " + join(M.coords) + ") or " + std::to_string(2 * n) + " (q, then q'), got " +
-                   std::to_string(k) + " values");
-      if (k > std::size_t(policy::max_atol))
-        P.fail(a, "integrator.atol", "expected at most " + std::to_string(policy::max_atol) +
-                                         " values; give one number for a model this large");
-    } else {
-      one(*a, "integrator.atol");
-    }
-  }
-  if (const toml::node* d = adaptive_key("dt_min")) {
-    c.run.dt_min = P.number(*d, "integrator.dt_min");
-    if (!(c.run.dt_min >= 0)) P.fail(d, "integrator.dt_min", "expected a step >= 0, got " + Parser::fmt(c.run.dt_min));
-  }
-  if (const toml::node* d = adaptive_key("dt_max")) {
-    c.run.dt_max = P.number(*d, "integrator.dt_max", true);
-    if (!(c.run.dt_max > 0)) P.fail(d, "integrator.dt_max", "expected a step > 0 or inf, got " + Parser::fmt(c.run.dt_max));
-    if (!(c.run.dt_max >= c.run.dt_min))
-      P.fail(d, "integrator.dt_max",
-             "expected at least integrator.dt_min = " + Parser::fmt(c.run.dt_min) + ", got " + Parser::fmt(c.run.dt_max));
-  }
-  bool bounded = false;
-  if (const toml::node* te = I.get("t_end")) {
-    c.run.t_end = P.number(*te, "integrator.t_end", true);
-    bounded = std::isfinite(c.run.t_end);
-  }
-  if (const toml::node* ms = I.get("max_steps")) {
-    c.run.max_steps = P.integer(*ms, "integrator.max_steps", 1, std::numeric_limits<long>::max());
-    bounded = true;
-  }
-  if (!bounded)
+  if (!std::isfinite(c.run.t_end) && !I.get("max_steps"))
     P.fail(integ, "integrator", "neither t_end (finite) nor max_steps is given; expected at least "
                                 "one of them, or the run might never end");
-  if (const toml::node* e = I.get("event_tol")) {
-    c.run.event_tol = P.number(*e, "integrator.event_tol");
-    if (!(c.run.event_tol > 0))
-      P.fail(e, "integrator.event_tol", "expected a tolerance > 0, got " + Parser::fmt(c.run.event_tol));
-    // A bracket wider than the step would not locate an event within it.
-    const double widest = adaptive ? c.run.dt_max : c.run.dt;
-    if (!(c.run.event_tol <= widest))
-      P.fail(e, "integrator.event_tol",
-             "expected a tolerance at most " + std::string(adaptive ? "integrator.dt_max = " : "integrator.dt = ") +
-                 Parser::fmt(widest) + " (a wider bracket would not locate an event within its step), got " +
-                 Parser::fmt(c.run.event_tol));
-  }
-  if (const toml::node* e = I.get("events")) c.run.events = P.boolean(*e, "integrator.events");
-  if (const toml::node* e = I.get("monitor")) c.run.monitor = P.boolean(*e, "integrator.monitor");
-  if (const toml::node* r = I.get("rank_rtol")) {
-    c.run.rank_rtol = P.number(*r, "integrator.rank_rtol");
-    if (!(c.run.rank_rtol >= 0 && c.run.rank_rtol < 1))
-      P.fail(r, "integrator.rank_rtol", "expected a number in [0, 1), got " + Parser::fmt(c.run.rank_rtol));
-  }
   if (const toml::node* ch = I.get("chunk")) c.chunk = P.integer(*ch, "integrator.chunk", 1, 1 << 30);
-  if (const toml::node* r = I.get("residual_limit")) {
-    c.run.residual_limit = P.number(*r, "integrator.residual_limit", true);
-    if (!(c.run.residual_limit > 0))
-      P.fail(r, "integrator.residual_limit",
-             "expected a residual > 0 (model units) or inf, got " + Parser::fmt(c.run.residual_limit));
-    if (!M.has_residual)
-      P.fail(r, "integrator.residual_limit",
-             "model '" + M.name + "' states no constraint residual to limit; expected no residual_limit");
-  }
-  if (const toml::node* r = I.get("expected_rank"))
-    c.run.expected_rank = static_cast<int>(P.integer(*r, "integrator.expected_rank", 0, M.m));
-}
-
-// [stabilization]
-void parse_stabilization_table(const Parser& P, const toml::table& root, Config& c) {
-  const ModelInfo& M = *c.model;
-  if (const toml::node* sn = root.get("stabilization")) {
-    const toml::table& S = P.table(*sn, "stabilization");
-    P.only_keys(S, "stabilization.", {"method", "alpha", "beta", "gamma", "tol", "max_iter"});
-    if (const toml::node* m = S.get("method")) {
-      const std::string method = P.string(*m, "stabilization.method");
-      const std::optional<Stabilization> parsed = parse_stabilization(method);
-      if (!parsed) {
-        std::string msg = "unknown method '" + printable(method, 80) + "'";
-        const std::string near = closest_match(method, {"none", "baumgarte", "projection"});
-        if (!near.empty()) msg += " (did you mean '" + near + "'?)";
-        P.fail(m, "stabilization.method", msg + "; expected none, baumgarte or projection");
-      }
-      c.run.stabilization = *parsed;
-    }
-    const std::string method(to_string(c.run.stabilization));
-    // A key of the other method would be silently ignored: refuse it.
-    auto only_for = [&](const char* key, Stabilization s) -> const toml::node* {
-      const toml::node* k = S.get(key);
-      if (k && c.run.stabilization != s)
-        P.fail(k, std::string("stabilization.") + key,
-               std::string("applies to method = \"") + std::string(to_string(s)) +
-                   "\" only; this config's method is \"" + method + "\"");
-      return k;
-    };
-    for (auto [key, field] : {std::pair{"alpha", &c.run.baumgarte_alpha},
-                              std::pair{"beta", &c.run.baumgarte_beta},
-                              std::pair{"gamma", &c.run.baumgarte_gamma}})
-      if (const toml::node* k = only_for(key, Stabilization::baumgarte)) {
-        *field = P.number(*k, std::string("stabilization.") + key);
-        if (!(*field >= 0))
-          P.fail(k, std::string("stabilization.") + key,
-                 "expected a rate >= 0 (1/time units), got " + Parser::fmt(*field));
-      }
-    if (const toml::node* k = only_for("tol", Stabilization::projection)) {
-      c.run.projection_tol = P.number(*k, "stabilization.tol");
-      if (!(c.run.projection_tol >= 1e-15 && c.run.projection_tol < 1))
-        P.fail(k, "stabilization.tol",
-               "expected a relative tolerance in [1e-15, 1) (round-off in double is 1e-16), got " +
-                   Parser::fmt(c.run.projection_tol));
-    }
-    if (const toml::node* k = only_for("max_iter", Stabilization::projection))
-      c.run.projection_iters = static_cast<int>(P.integer(*k, "stabilization.max_iter", 1, 100));
-    if (c.run.method == Method::rk4 && c.run.stabilization == Stabilization::baumgarte &&
-        fastest_rate(c.run.baumgarte()) * c.run.dt > 1)
-      P.fail(sn, "stabilization",
-             "the Baumgarte rates are too fast for integrator.dt = " + Parser::fmt(c.run.dt) +
-                 ": max(2 alpha, beta, gamma) * dt = " +
-                 Parser::fmt(fastest_rate(c.run.baumgarte()) * c.run.dt) +
-                 "; expected at most 1 (the stabilised drift would be stiff for RK4; the default "
-                 "rates are " + Parser::fmt(policy::default_baumgarte_rate) + ")");
-    if (c.run.stabilization != Stabilization::none && !M.has_rows)
-      P.fail(S.get("method"), "stabilization.method",
-             "model '" + M.name + "' does not state its constraint rows; expected none");
+  try {
+    check(c.run, config_label);
+    check_for_model(c.run, {.name = M.name.c_str(), .n = M.n, .m = M.m, .has_rows = M.has_rows,
+                            .has_residual = M.has_residual ? 1 : 0, .coords = &M.coords},
+                    config_label);
+  } catch (const OptionError& e) {
+    const RunOptionInfo* o = find_run_option(e.option);
+    const toml::table* t = o ? table_of(*o) : nullptr;
+    const toml::node* at = t ? t->get(o->key) : nullptr;
+    if (!at) at = t ? static_cast<const toml::node*>(t) : integ;
+    P.fail(at, config_label(e.option), e.message);
   }
 }
 
@@ -807,8 +731,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
                          "stabilization", "params", "initial", "output"});
 
   parse_model(P, root, c, src);
-  parse_integrator(P, root, c);
-  parse_stabilization_table(P, root, c);
+  parse_run_options(P, root, c);
   parse_params(P, root, c);
   parse_initial(P, root, c);
   check_time_range(P, root, c);
@@ -841,36 +764,19 @@ std::string Config::to_json() const {
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     return v;
   };
-  j["integrator"] = {{"method", std::string(to_string(run.method))},
-                     {"dt", run.method == Method::dopri5 && run.dt == 0 ? nlohmann::json("auto") : nlohmann::json(run.dt)},
-                     {"t_end", num(run.t_end)},
-                     {"max_steps", run.max_steps},
-                     {"event_tol", run.event_tol},
-                     {"events", run.events},
-                     {"monitor", run.monitor},
-                     {"residual_limit", num(run.residual_limit)},
-                     {"expected_rank", run.expected_rank},
-                     {"rank_rtol", run.rank_rtol < 0 ? nlohmann::json("default") : nlohmann::json(run.rank_rtol)},
-                     {"chunk", chunk > 0 ? chunk : default_chunk(backend)}};
-  if (run.method == Method::dopri5) {
-    j["integrator"]["rtol"] = run.rtol;
-    j["integrator"]["atol"] = run.atol;
-    j["integrator"]["dt_min"] = run.dt_min;
-    j["integrator"]["dt_max"] = num(run.dt_max);
-  }
-  {
-    nlohmann::json s = {{"method", std::string(to_string(run.stabilization))}};
-    if (run.stabilization == Stabilization::baumgarte) {
-      const Baumgarte<double> r = run.baumgarte();
-      s["alpha"] = r.alpha;
-      s["beta"] = r.beta;
-      s["gamma"] = r.gamma;
-    } else if (run.stabilization == Stabilization::projection) {
-      s["tol"] = run.projection_tolerance<double>();
-      s["max_iter"] = run.projection_iters;
-    }
-    j["stabilization"] = s;
-  }
+  // The run options that apply, as in effect.
+  visit_run_options(run, [&](const RunOptionInfo& o, const auto& v) {
+    using V = std::remove_cvref_t<decltype(v)>;
+    if (!applies(o, run)) return;
+    nlohmann::json& x = j[o.table][o.key];
+    if constexpr (std::is_enum_v<V>) x = std::string(to_string(v));
+    else if constexpr (std::is_same_v<V, double>) {
+      if (o.unset == OptionUnset::zero_is_automatic && run.method == Method::dopri5 && v == 0) x = "auto";
+      else if (o.unset == OptionUnset::negative_is_default && v < 0) x = o.in_effect ? nlohmann::json(o.in_effect(run)) : nlohmann::json("default");
+      else x = num(v);
+    } else x = v;
+  });
+  j["integrator"]["chunk"] = chunk > 0 ? chunk : default_chunk(backend);
   for (const Input& x : params) j["params"][x.name] = dist_json(x.dist);
   j["initial"]["kind"] = raw_initial ? "raw" : "natural";
   for (const Input& x : initial) j["initial"]["quantities"][x.name] = dist_json(x.dist);
@@ -886,6 +792,24 @@ std::string Config::to_json() const {
                  {"formats", formats}};
   if (record_dt > 0) j["output"]["record_dt"] = record_dt;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // a path need not be UTF-8
+}
+
+std::string run_options_markdown() {
+  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const RunOptionInfo& o : run_option_table()) {
+    const bool stab = std::string_view(o.table) == "stabilization";
+    std::string type = o.type;
+    if (type.find(' ') == std::string::npos && (type == "number" || type == "integer"))
+      type += " " + o.range.text();
+    std::string where = stab ? "in `[stabilization]`" : "";
+    if (o.only) {
+      const std::string cond = stab ? "`method = \"" + std::string(o.only) + "\"` only" : "`" + std::string(o.only) + "` only";
+      where += (where.empty() ? "" : ", ") + cond;
+    }
+    out += "| `" + std::string(o.key) + "` | " + type + " | " + o.default_text + " | " +
+           (where.empty() ? "" : where + ": ") + o.doc + " |\n";
+  }
+  return out;
 }
 
 }  // namespace ukb::run

@@ -8,6 +8,7 @@
 // the CUDA source: test_cuda_emulation.cpp; ukb run: tests/run/.)
 #include <cmath>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "engine_support.hpp"
@@ -468,6 +469,51 @@ TEST(Dopri5, NoStepIsLongerThanDtMaxTheLastOneIncluded) {
       EXPECT_EQ(c.steps(i), 2) << "backend " << int(be) << ", system " << i;
       EXPECT_EQ(c.rejected(i), 0) << i;
     }
+  }
+}
+
+TEST(Dopri5, TheSafetyFactorScalesTheStepTheControlChoosesOnEveryBackend) {
+  // integrator.safety: the next step is h / clamp(err^0.17 / err_prev^0.04 /
+  // safety, ...) (docs/adaptive.md), so after the same accepted first step
+  // half the factor chooses half the step, where the clamp does not act;
+  // over a whole run a smaller factor takes more steps. The reference
+  // backend's own controller agrees.
+  using Mo = models::BeadOnRing<double>;
+  const Batch<Mo> b = beads_at_the_bottom({0.5, 1.0, 2.0});
+  RunOptions r{.method = Method::dopri5, .dt = 0.01, .t_end = 2.0, .events = false};
+  r.rtol = 1e-6;
+  r.atol = {1e-6};
+  std::map<double, std::map<int, long>> steps;
+  for (Backend be : {Backend::cpu, Backend::reference}) {
+    SCOPED_TRACE(to_string(be));
+    std::map<double, Batch<Mo>> first;
+    for (double safety : {0.9, 0.45}) {
+      RunOptions one = r;
+      one.safety = safety;
+      one.max_steps = 1;
+      first.emplace(safety, b);
+      integrate(first.at(safety), be, one);
+      Batch<Mo> whole = b;
+      one.max_steps = std::numeric_limits<long>::max();
+      integrate(whole, be, one);
+      for (int i = 0; i < b.size(); ++i) {
+        ASSERT_EQ(whole.status(i), Status::ok) << i;
+        ASSERT_EQ(whole.t(i), 2.0) << i;
+        steps[safety][i + 10 * int(be)] = whole.steps(i);
+      }
+    }
+    for (int i = 0; i < b.size(); ++i) {
+      const double h90 = first.at(0.9).h_next(i), h45 = first.at(0.45).h_next(i);
+      ASSERT_EQ(first.at(0.9).rejected(i) + first.at(0.45).rejected(i), 0) << i << ": guard: the first step is accepted";
+      ASSERT_TRUE(h90 > 0.01 / 5 && h90 < 0.01 * 10 && h45 > 0.01 / 5) << i << ": guard: the clamp does not act";
+      EXPECT_NEAR(h45 / h90, 0.5, 1e-14) << i;
+    }
+  }
+  for (int i = 0; i < b.size(); ++i) {
+    EXPECT_GT(steps[0.45][i], steps[0.9][i]) << i;
+    for (double safety : {0.9, 0.45})  // the two controllers: the same rules
+      EXPECT_NEAR(double(steps[safety][i]), double(steps[safety][i + 10]), 2 + 0.05 * double(steps[safety][i + 10]))
+          << i;
   }
 }
 

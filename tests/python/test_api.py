@@ -273,3 +273,19 @@ def test_the_balance_rule_is_exact_for_cubics_on_runs_of_equal_steps():
     line = lambda x: 4 - 3 * x
     t = np.array([0.0, 0.1, 0.35, 0.35, 1.0, 1.01])  # every step its own run
     np.testing.assert_allclose(integral(t, line(t)), 4 * t - 1.5 * t**2, rtol=0, atol=1e-15)
+
+
+def test_every_run_option_of_the_table_reaches_simulate():
+    # The table of run options (ukb/options.hpp) is simulate's: each option
+    # is named by ukb.run_options() with its meaning, and one added to the
+    # table (integrator.safety) works by its name with no Python of its own:
+    # a smaller safety factor takes more steps over the same swing.
+    opts = ukb.run_options()
+    assert {"rtol", "atol", "event_tol", "baumgarte_alpha", "projection_iters", "safety"} <= set(opts)
+    assert all(isinstance(doc, str) and doc for doc in opts.values())
+    q0, qd0 = ukb.initial_state("bead_on_ring", theta=np.array([0.5, 1.0]), omega=np.array([1.0, 2.0]))
+    steps = {s: ukb.simulate("bead_on_ring", q0, qd0, params={"mu": 0.0}, method="dopri5", dt=0.0, t_end=2.0,
+                             events=False, safety=s).counters["steps"] for s in (0.9, 0.45)}
+    assert (steps[0.45] > steps[0.9]).all(), steps
+    with pytest.raises(ValueError, match="safety: expected a factor in \\(0, 1\\], got 1.5"):
+        ukb.simulate("bead_on_ring", q0, qd0, method="dopri5", dt=0.0, t_end=1.0, safety=1.5)

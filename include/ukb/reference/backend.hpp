@@ -389,7 +389,7 @@ void integrate_adaptive(const BatchView<Mo>& v, const RunSettings<double>& s, in
     // the shorter step if rejected.
     const double expo = 0.2 - 0.75 * policy::pi_beta;
     auto rejected_step = [&](double size, double e) {
-      return size / std::min(1 / policy::step_shrink_min, std::pow(e, expo) / policy::step_safety);
+      return size / std::min(1 / policy::step_shrink_min, std::pow(e, expo) / ec.safety);
     };
     auto reject = [&](double h_try) {
       y.h_next = h_try;
@@ -398,7 +398,7 @@ void integrate_adaptive(const BatchView<Mo>& v, const RunSettings<double>& s, in
     };
     auto commit = [&] {
       const double prev = y.err_prev > 0 ? y.err_prev : policy::err_floor;
-      const double fac = std::clamp(std::pow(err, expo) / std::pow(prev, policy::pi_beta) / policy::step_safety,
+      const double fac = std::clamp(std::pow(err, expo) / std::pow(prev, policy::pi_beta) / ec.safety,
                                     1 / policy::step_grow_max, 1 / policy::step_shrink_min);
       double h_new = h / fac;
       if ((y.ctrl & rejected_last) && h_new > h) h_new = h;

@@ -138,7 +138,7 @@ struct AdaptiveRun : RunCommon<Mo> {
         drop_dense(v);  // the trials' were written: none of them is accepted
         T e_prev = err_prev, h_new;
         bool was_rejected = true;
-        dopri5_control(bisection.lo, err_lo, e_prev, was_rejected, h_new);
+        dopri5_control(bisection.lo, err_lo, e_prev, was_rejected, h_new, s.control.safety);
         reject(v, h_new);
         return;
       }
@@ -152,7 +152,7 @@ struct AdaptiveRun : RunCommon<Mo> {
     }
     T e_prev = err_prev, h_new;
     bool was_rejected = (f.ctrl & rejected_bit) != 0;
-    const bool accepted = dopri5_control(h, err, e_prev, was_rejected, h_new);
+    const bool accepted = dopri5_control(h, err, e_prev, was_rejected, h_new, s.control.safety);
     bool crossed = false;
     if constexpr (HasEvents<Mo>) crossed = s.events && !step_clean;
     T theta = T(1);

@@ -240,14 +240,15 @@ UKB_HD void dense_state(const T* r, int n, T theta, T* q, T* qd) {
   }
 }
 
-/// The PI step-size controller (policy.hpp). After a step of size h with
-/// error norm err: true when the step is accepted (err <= 1); h_next is the
-/// next step's size; err_prev (the last accepted step's norm, floored) and
-/// `rejected` (the last step was rejected) are updated.
+/// The PI step-size controller (policy.hpp) with safety factor `safety`
+/// (ErrorControl::safety). After a step of size h with error norm err: true
+/// when the step is accepted (err <= 1); h_next is the next step's size;
+/// err_prev (the last accepted step's norm, floored) and `rejected` (the
+/// last step was rejected) are updated.
 template <class T>
-UKB_HD bool dopri5_control(T h, T err, T& err_prev, bool& rejected, T& h_next) {
+UKB_HD bool dopri5_control(T h, T err, T& err_prev, bool& rejected, T& h_next, T safety) {
   using std::pow;
-  const T beta = T(policy::pi_beta), safety = T(policy::step_safety);
+  const T beta = T(policy::pi_beta);
   const T shrink = T(1 / policy::step_shrink_min), grow = T(1 / policy::step_grow_max);
   if (!(err <= T(1))) {  // rejected (NaN too): shorter, by the error alone
     const T f = err == err ? pow(err, T(0.2) - T(0.75) * beta) / safety : shrink;
