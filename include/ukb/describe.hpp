@@ -57,8 +57,7 @@ class EnsembleOf final : public Ensemble {
 
   Tally integrate(const RunOptions& r, long budget, const EngineOptions& o) override {
     if (!mirror_) return ukb::integrate(batch_, backend_, r, budget, o);
-    check(o);
-    const RunSettings<double> s = resolve_run<double>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+    const RunSettings<double> s = integration_settings<Mo>(r, budget, o);
     if (r.method == Method::dopri5 && !batch_.has_adaptive_monitors()) {
       pull();
       batch_.allocate_adaptive();

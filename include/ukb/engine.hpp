@@ -85,6 +85,15 @@ void on_backend(Backend be, F&& f) {
   throw std::invalid_argument("ukb: unknown backend");
 }
 
+// What an integration call checks and resolves before any work, on every
+// route (integrate; on cuda, describe.hpp's resident ensemble): the engine
+// options, then the run options into the settings of its scalar.
+template <Model Mo>
+RunSettings<typename Mo::Scalar> integration_settings(const RunOptions& r, long budget, const EngineOptions& o) {
+  check(o);
+  return resolve_run<typename Mo::Scalar>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+}
+
 template <Model Mo>
 Tally tally(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s) {
   Tally c;
@@ -130,9 +139,7 @@ long evaluate(Batch<Mo>& b, Backend be, const RunOptions& r = {}, const EngineOp
 template <Model Mo>
 Tally integrate(Batch<Mo>& b, Backend be, const RunOptions& r,
                 long budget = std::numeric_limits<long>::max(), const EngineOptions& o = {}) {
-  using T = typename Mo::Scalar;
-  check(o);
-  const RunSettings<T> s = resolve_run<T>(r, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+  const RunSettings<typename Mo::Scalar> s = detail::integration_settings<Mo>(r, budget, o);
   if (r.method == Method::dopri5) b.allocate_adaptive();
   const BatchView<Mo> v = b.view();
   detail::on_backend<Mo>(be, [&]<class E>() {
