@@ -194,7 +194,7 @@ ukb::RunOptions run_options(const py::dict& o) {
     }
     ukb::visit_run_options(r, [&](const ukb::RunOptionInfo& x, auto& v) {
       using V = std::remove_cvref_t<decltype(v)>;
-      if (x.name != row->name) return;
+      if (std::string_view(x.name) != row->name) return;
       try {
         if constexpr (std::is_enum_v<V>) {
           const std::string word = py::cast<std::string>(value);
@@ -216,7 +216,7 @@ ukb::RunOptions run_options(const py::dict& o) {
     });
   }
   for (auto [key, value] : o) {
-    const std::string m = ukb::not_applicable(*ukb::find_run_option(py::cast<std::string>(key)), r);
+    const std::string m = ukb::given_error(*ukb::find_run_option(py::cast<std::string>(key)), r);
     if (!m.empty()) throw std::invalid_argument(py::cast<std::string>(key) + ": " + m);
   }
   ukb::check(r);
@@ -231,6 +231,7 @@ py::dict run_option_kinds() {
     using V = std::remove_cvref_t<decltype(v)>;
     const char* kind = std::is_enum_v<V> ? "choice"
                        : std::is_same_v<V, bool> ? "bool"
+                       : std::is_same_v<V, long> ? "long"
                        : std::is_integral_v<V> ? "int"
                        : std::is_same_v<V, double> ? "real"
                                                    : "reals";

@@ -312,13 +312,17 @@ concept HasEvents = requires(const typename Mo::Scalar* x, typename Mo::Scalar* 
 };
 
 /// The model's handler may move the time (it takes `T& t`, like
-/// ukb/friction.hpp's finish_stop): one that takes the time by value or by
-/// const reference cannot, and the run loops skip the check of the time it
-/// leaves.
+/// ukb/friction.hpp's finish_stop). Only one declared
+/// `on_event(T* q, T* qd, T t, const Params& p)`, the time by value, cannot:
+/// the run loops skip the check of the time it leaves (and the copy of the
+/// state that check needs). Any other form (a reference, a template) counts
+/// as moving it.
 template <class Mo>
-concept HandlerMovesTime = HasEvents<Mo> && !requires(typename Mo::Scalar* y, const typename Mo::Params& p) {
-  Mo::on_event(y, y, static_cast<typename Mo::Scalar&&>(*y), p);
-};
+concept HandlerMovesTime =
+    HasEvents<Mo> && !requires {
+      static_cast<EventAction (*)(typename Mo::Scalar*, typename Mo::Scalar*, typename Mo::Scalar,
+                                  const typename Mo::Params&)>(&Mo::on_event);
+    };
 
 /// Number of parameters of a model (counted through `visit_params`).
 template <Model Mo>

@@ -135,7 +135,7 @@ struct RunOptions {
   double dt = 1e-3;             ///< rk4: the step size (> 0); dopri5: the first trial step (0: automatic)
   double t_end = std::numeric_limits<double>::infinity();  ///< end time (+inf: none)
   long max_steps = std::numeric_limits<long>::max();  ///< accepted steps per system since set_state
-  double event_tol = policy::default_event_tol;  ///< events: bracket width of the located instant (finite, > 0; wider than a step: located to the step)
+  double event_tol = policy::default_event_tol;  ///< events: bracket width of the located instant (finite, > 0; a config or ukb.simulate that gives it refuses one wider than the step, dt_max with dopri5; wider than a step here: located to the step)
   bool events = true;   ///< locate the model's events (stick-slip), if it has any
   bool monitor = true;  ///< track the model's constraint residuals, if it has any
   /// Keeping the state on the manifold; anything but none needs the model's
@@ -144,8 +144,8 @@ struct RunOptions {
   double baumgarte_alpha = -1;  ///< holonomic damping rate (1/time); < 0: policy::default_baumgarte_rate
   double baumgarte_beta = -1;   ///< holonomic stiffness rate (1/time); < 0: alpha
   double baumgarte_gamma = -1;  ///< nonholonomic decay rate (1/time); < 0: alpha
-  double projection_tol = -1;   ///< relative, in [4 eps, 1) of the scalar; < 0: policy::default_projection_tol
-  int projection_iters = policy::default_projection_iters;  ///< corrections per level at most (>= 1)
+  double projection_tol = -1;   ///< relative, in [1e-15, 1) and at least 4 eps of the scalar; < 0: policy::default_projection_tol
+  int projection_iters = policy::default_projection_iters;  ///< corrections per level at most, in [1, 100]
 
   /// Relative rank tolerance of the pseudo-inverse, in [0, 1); < 0: the
   /// default of the scalar type (policy::default_rank_rtol).
@@ -278,6 +278,10 @@ struct RunOptionInfo {
   /// The value in effect where the member is unset (run.json shows it);
   /// nullptr: shown as "default".
   double (*in_effect)(const RunOptions&) = nullptr;
+  /// run.json shows the option at its default value too. An option added
+  /// later (safety) is shown only where it is set otherwise, so that a run
+  /// without it keeps the identity of its checkpoints (config_identity).
+  bool shown_at_default = true;
 };
 
 namespace detail {
@@ -297,7 +301,9 @@ void visit_run_options(R& r, F&& f) {
                   "sample ([Adaptive steps](adaptive.md#adaptive-steps))"},
     r.method);
   f(RunOptionInfo{"dt", "integrator", "dt", "number", "a time step", detail::positive,
-                  "with dopri5 the first trial step; leave dt out to have it chosen automatically", nullptr,
+                  "with dopri5 the first trial step; to have it chosen automatically leave dt out of a config, or "
+                  "give 0 to ukb.simulate",
+                  nullptr,
                   OptionUnset::zero_is_automatic, "required with `rk4`",
                   "`rk4`: the time step, the last one shortened to end on `t_end` (a time within `1e-9 dt` of "
                   "`t_end` has reached it, so with a finite `t_end` a `dt` over 1e9 times `t_end - t0` is refused); "
@@ -324,7 +330,8 @@ void visit_run_options(R& r, F&& f) {
   f(RunOptionInfo{"safety", "integrator", "safety", "number", "a factor", {.lo = 0, .hi = 1, .lo_open = true},
                   nullptr, "dopri5", OptionUnset::none, "0.9",
                   "the safety factor of the step-size control: the next step is this times the one whose error "
-                  "norm the controller predicts to be 1 (lower: fewer rejected steps, more steps)"},
+                  "norm the controller predicts to be 1 (lower: fewer rejected steps, more steps)",
+                  nullptr, /*shown_at_default=*/false},
     r.safety);
   f(RunOptionInfo{"t_end", "integrator", "t_end", "number or `inf`", "an end time", {.inf_ok = true}, nullptr, nullptr,
                   OptionUnset::none, "`inf`", "end time (> `t0`)"},
@@ -459,13 +466,30 @@ inline std::string not_applicable(const RunOptionInfo& o, const RunOptions& r,
   return std::string("applies to ") + label(cond) + " = \"" + o.only + "\" only; this run's is \"" + value + "\"";
 }
 
+/// The message for option o given (in a config, or to ukb.simulate) where
+/// it would be ignored (not_applicable), or an event_tol given wider than
+/// the step (dt; dopri5: dt_max): such a bracket would not locate an event
+/// within its step. Empty where o may be given.
+inline std::string given_error(const RunOptionInfo& o, const RunOptions& r, OptionLabel label = detail::plain_label) {
+  std::string m = not_applicable(o, r, label);
+  if (m.empty() && std::string_view(o.name) == "event_tol") {
+    const bool adaptive = r.method == Method::dopri5;
+    const double widest = adaptive ? r.dt_max : r.dt;
+    if (!(r.event_tol <= widest))
+      m = "expected a tolerance at most " + label(adaptive ? "dt_max" : "dt") + " = " + format_number(widest) +
+          " (a wider bracket would not locate an event within its step), got " + format_number(r.event_tol);
+  }
+  return m;
+}
+
 /// The message for value v of number option o out of its range (empty where
 /// it is admitted; the unset values of the library are not).
 inline std::string out_of_range(const RunOptionInfo& o, double v) {
   if (o.range.admits(v)) return {};
   if (std::isnan(v)) return std::string("expected ") + o.what + ", got NaN";
+  const std::string got = std::isinf(v) ? std::string(" (a finite number)") : std::string();
   return std::string("expected ") + (o.range.integer ? "an integer" : o.what) + " " + o.range.text() +
-         (o.note ? std::string(" (") + o.note + ")" : std::string()) + ", got " + format_number(v);
+         (o.note ? std::string(" (") + o.note + ")" : std::string()) + got + ", got " + format_number(v);
 }
 
 /// Throws OptionError for the options of r that are out of range (whether
@@ -497,13 +521,6 @@ inline void check(const RunOptions& r, OptionLabel label = detail::plain_label, 
   if (r.method == Method::dopri5 && !(r.dt_min <= r.dt_max))
     detail::option_error("dt_max", "expected at least " + label("dt_min") + " = " + format_number(r.dt_min) +
                                        ", got " + format_number(r.dt_max), label);
-  // A bracket wider than the step would not locate an event within it.
-  const double widest = r.method == Method::dopri5 ? r.dt_max : r.dt;
-  if (!(r.event_tol <= widest))
-    detail::option_error("event_tol", "expected a tolerance at most " + label(r.method == Method::dopri5 ? "dt_max" : "dt") +
-                                          " = " + format_number(widest) +
-                                          " (a wider bracket would not locate an event within its step), got " +
-                                          format_number(r.event_tol), label);
   if (r.method == Method::rk4 && r.stabilization == Stabilization::baumgarte && fastest_rate(r.baumgarte()) * r.dt > 1)
     detail::option_error("stabilization",
                          "the Baumgarte rates are too fast for " + label("dt") + " = " + format_number(r.dt) +

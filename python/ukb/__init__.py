@@ -363,6 +363,8 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
                 v = bool(v)
             elif kind == "int":
                 v = _integer(key, v, -_INT_MAX, _INT_MAX, "an integer")
+            elif kind == "long":
+                v = _integer(key, v, -_LONG_MAX, _LONG_MAX, "an integer")
             elif kind == "real":
                 v = _real(key, v, lambda x: not math.isnan(x), "a number")
         o[key] = v  # the C++ side refuses unknown options by name

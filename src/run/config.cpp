@@ -459,11 +459,12 @@ void parse_run_options(const Parser& P, const toml::table& root, Config& c) {
       }
     }
   });
-  // A key that would be ignored with the method chosen is refused.
+  // A key that would be ignored with the method chosen is refused, as an
+  // event_tol wider than the step.
   for (const RunOptionInfo& o : run_option_table()) {
     const toml::table* t = table_of(o);
     if (const toml::node* n = t ? t->get(o.key) : nullptr) {
-      const std::string m = not_applicable(o, c.run, config_label);
+      const std::string m = given_error(o, c.run, config_label);
       if (!m.empty()) P.fail(n, config_label(o.name), m);
     }
   }
@@ -768,6 +769,15 @@ std::string Config::to_json() const {
   visit_run_options(run, [&](const RunOptionInfo& o, const auto& v) {
     using V = std::remove_cvref_t<decltype(v)>;
     if (!applies(o, run)) return;
+    if (!o.shown_at_default) {
+      bool at_default = false;
+      const RunOptions defaults;
+      visit_run_options(defaults, [&](const RunOptionInfo& y, const auto& w) {
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(w)>, V>)
+          if (std::string_view(y.name) == o.name) at_default = w == v;
+      });
+      if (at_default) return;
+    }
     nlohmann::json& x = j[o.table][o.key];
     if constexpr (std::is_enum_v<V>) x = std::string(to_string(v));
     else if constexpr (std::is_same_v<V, double>) {

@@ -62,7 +62,7 @@ TEST(BadInput, EachBadConfigIsRefusedWithExitCode2AndLeavesNothing) {
       {"atol not a number", with("dt = 0.01", "method = \"dopri5\"\natol = [\"tiny\", 1e-9]"), {"integrator.atol[0]", "expected a number"}},
       {"dt_max below dt_min", with("dt = 0.01", "method = \"dopri5\"\ndt_min = 0.1\ndt_max = 0.01"),
        {"integrator.dt_max", "expected at least integrator.dt_min"}},
-      {"zero first step", with("dt = 0.01", "method = \"dopri5\"\ndt = 0.0"), {"integrator.dt", "expected a time step > 0 (with dopri5 the first trial step; leave dt out"}},
+      {"zero first step", with("dt = 0.01", "method = \"dopri5\"\ndt = 0.0"), {"integrator.dt", "expected a time step > 0 (with dopri5 the first trial step; to have it chosen automatically leave dt out of a config"}},
       {"record_dt with rk4", base + "[output]\nrecord = [0]\nrecord_dt = 0.1\n", {"output.record_dt", "needs integrator.method = \"dopri5\""}},
       {"record_dt and record_every", with("dt = 0.01", "method = \"dopri5\"") + "[output]\nrecord = [0]\nrecord_dt = 0.1\nrecord_every = 3\n",
        {"output.record_dt", "not both"}},

@@ -274,6 +274,7 @@ TEST(Docs, EveryDocumentedDefaultAndRuleIsTheCodes) {
        policy::default_projection_tol<double>() == 1e-10 && policy::default_projection_tol<float>() == 1e-5},
       {"| `max_iter` | integer in [1, 100] | 4 |", policy::default_projection_iters == 4},
       {"| `dt_max` | number > 0 or inf | `inf` |", RunOptions{}.dt_max == std::numeric_limits<double>::infinity()},
+      {"| `safety` | number in (0, 1] | 0.9 |", RunOptions{}.safety == policy::step_safety && policy::step_safety == 0.9},
       {"within `1e-9 dt` of `t_end` has reached it", policy::end_slack == 1e-9},
       {"a singular value of `B` within a factor 100, `policy::rank_margin`", policy::rank_margin == 100.0},
       {"above `sqrt(eps)` (1.5e-8)",

@@ -249,13 +249,14 @@ struct RunCommon {
   // system for good. It may move the time forward (a handler that finishes
   // a motion in closed form, ukb/friction.hpp's finish_stop); a time it
   // leaves NaN, infinite or before the event's fails the system with
-  // failed_nonfinite at the event's state, which is kept A handler that
+  // failed_nonfinite at the event's state, which is kept. A handler that
   // takes the time by value cannot move it (HandlerMovesTime): no snapshot
   // of the state is kept for it, which costs the ring's GPU kernel 4
   // registers.
   UKB_HD bool handle() {
     if constexpr (HasEvents<Mo> && !HandlerMovesTime<Mo>) {
-      return Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+      if (f.t - f.t == T(0)) return Mo::on_event(f.q, f.qd, f.t, p) == EventAction::stop;
+      f.status = static_cast<std::int32_t>(Status::failed_nonfinite);  // as below, without calling it
     } else if constexpr (HasEvents<Mo>) {
       T q[n], qd[n];
       const T t_event = f.t;
