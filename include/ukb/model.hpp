@@ -313,9 +313,10 @@ concept HasEvents = requires(const typename Mo::Scalar* x, typename Mo::Scalar* 
 
 /// The model's handler may move the time (it takes `T& t`, like
 /// ukb/friction.hpp's finish_stop). Only one declared
-/// `on_event(T* q, T* qd, T t, const Params& p)`, the time by value, cannot:
-/// the run loops skip the check of the time it leaves (and the copy of the
-/// state that check needs). Any other form (a reference, a template) counts
+/// `on_event(T* q, T* qd, T t, const Params& p)`, the time by value (a
+/// template deducing it by value too), cannot: the run loops skip the check
+/// of the time it leaves (and the copy of the state that check needs). A
+/// reference of any kind (`T&`, `const T&`, a forwarding reference) counts
 /// as moving it.
 template <class Mo>
 concept HandlerMovesTime =

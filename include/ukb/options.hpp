@@ -487,7 +487,7 @@ inline std::string given_error(const RunOptionInfo& o, const RunOptions& r, Opti
 inline std::string out_of_range(const RunOptionInfo& o, double v) {
   if (o.range.admits(v)) return {};
   if (std::isnan(v)) return std::string("expected ") + o.what + ", got NaN";
-  const std::string got = std::isinf(v) ? std::string(" (a finite number)") : std::string();
+  const std::string got = v > 0 && std::isinf(v) ? std::string(" (a finite number)") : std::string();
   return std::string("expected ") + (o.range.integer ? "an integer" : o.what) + " " + o.range.text() +
          (o.note ? std::string(" (") + o.note + ")" : std::string()) + got + ", got " + format_number(v);
 }

@@ -459,12 +459,11 @@ void parse_run_options(const Parser& P, const toml::table& root, Config& c) {
       }
     }
   });
-  // A key that would be ignored with the method chosen is refused, as an
-  // event_tol wider than the step.
+  // A key that would be ignored with the method chosen is refused.
   for (const RunOptionInfo& o : run_option_table()) {
     const toml::table* t = table_of(o);
     if (const toml::node* n = t ? t->get(o.key) : nullptr) {
-      const std::string m = given_error(o, c.run, config_label);
+      const std::string m = not_applicable(o, c.run, config_label);
       if (!m.empty()) P.fail(n, config_label(o.name), m);
     }
   }
@@ -488,6 +487,11 @@ void parse_run_options(const Parser& P, const toml::table& root, Config& c) {
     const toml::node* at = t ? t->get(o->key) : nullptr;
     if (!at) at = t ? static_cast<const toml::node*>(t) : integ;
     P.fail(at, config_label(e.option), e.message);
+  }
+  // An event_tol given wider than the step (dt; dopri5: dt_max).
+  if (const toml::node* e = I.get("event_tol")) {
+    const std::string m = given_error(*find_run_option("event_tol"), c.run, config_label);
+    if (!m.empty()) P.fail(e, "integrator.event_tol", m);
   }
 }
 

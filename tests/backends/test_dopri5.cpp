@@ -373,6 +373,15 @@ struct TimeMovingRing : models::BeadOnRing<T> {
 // loops skip the time check (and its copy of the state) for the others.
 static_assert(HandlerMovesTime<TimeMovingRing<double, TimeMove::forward>>);
 static_assert(!HandlerMovesTime<models::BeadOnRing<double>>);
+static_assert(!HandlerMovesTime<StubbornRing<double>>);
+// A forwarding reference could move it: counted as moving.
+struct ForwardingRing : models::BeadOnRing<double> {
+  template <class U>
+  static EventAction on_event(double*, double*, U&&, const Params&) {
+    return EventAction::resume;
+  }
+};
+static_assert(HasEvents<ForwardingRing> && HandlerMovesTime<ForwardingRing>);
 static_assert(!HandlerMovesTime<models::InclineBlock<float>>);
 
 TEST(Events, AHandlerMayMoveTheTimeForwardAndNotBackOrToNaN) {

@@ -209,6 +209,31 @@ TEST(RunOptions, AValueOutOfRangeIsRefusedInTheSameWordsByTheLibraryAndAConfig) 
   EXPECT_GE(checked, 10) << "guard: most options have a bound to step over";
 }
 
+// An event_tol wider than the step is refused where it is given (a config,
+// ukb.simulate: it would not locate an event within its step), not in the
+// library, where it is located to the step; a config without dt says so
+// first, whatever else it gives.
+TEST(RunOptions, AnEventTolWiderThanTheStepIsRefusedWhereItIsGiven) {
+  RunOptions r;
+  r.dt = 1e-11;
+  EXPECT_NO_THROW(check(r));
+  const std::string head = "model = \"bead_on_ring\"\nsamples = 4\n[integrator]\nt_end = 1.0\n";
+  EXPECT_NO_THROW(config(head + "dt = 1e-11\n"));
+  auto refusal = [&](const std::string& lines) {
+    try {
+      config(head + lines);
+    } catch (const run::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string wide = refusal("dt = 1e-11\nevent_tol = 1e-10\n");
+  EXPECT_NE(wide.find("key 'integrator.event_tol': expected a tolerance at most integrator.dt = 1e-11"), std::string::npos)
+      << wide;
+  const std::string no_dt = refusal("event_tol = 0.01\n");
+  EXPECT_NE(no_dt.find("key 'integrator.dt': missing"), std::string::npos) << no_dt;
+}
+
 // docs/config.md lists the run options as the table generates them.
 TEST(RunOptions, TheDocsListTheTableOfRunOptions) {
   const std::string doc = slurp(std::string(UKB_SOURCE_DIR) + "/docs/config.md");
