@@ -198,9 +198,7 @@ ukb::RunOptions run_options(const py::dict& o) {
       try {
         if constexpr (std::is_enum_v<V>) {
           const std::string word = py::cast<std::string>(value);
-          std::optional<V> parsed;
-          if constexpr (std::is_same_v<V, ukb::Method>) parsed = ukb::parse_method(word);
-          else parsed = ukb::parse_stabilization(word);
+          const std::optional<V> parsed = ukb::parse_option<V>(word);
           if (!parsed) {
             std::string choices;
             for (const std::string& c : ukb::option_choices<V>()) choices += (choices.empty() ? "'" : ", '") + c + "'";

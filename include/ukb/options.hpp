@@ -65,16 +65,26 @@ inline std::optional<Backend> parse_backend(std::string_view s) {
   return detail::parse_named(s, std::array{Backend::reference, Backend::cpu, Backend::cuda});
 }
 
+/// The values of an enum run option (Method, Stabilization), in order.
+template <class E>
+constexpr auto option_values() {
+  if constexpr (std::is_same_v<E, Method>) return std::array{Method::rk4, Method::dopri5};
+  else return std::array{Stabilization::none, Stabilization::baumgarte, Stabilization::projection};
+}
+
+/// Parses the name of a value of an enum run option (to_string's).
+template <class E>
+std::optional<E> parse_option(std::string_view s) {
+  return detail::parse_named(s, option_values<E>());
+}
+
 /// Parses "none", "baumgarte" or "projection".
 inline std::optional<Stabilization> parse_stabilization(std::string_view s) {
-  return detail::parse_named(
-      s, std::array{Stabilization::none, Stabilization::baumgarte, Stabilization::projection});
+  return parse_option<Stabilization>(s);
 }
 
 /// Parses "rk4" or "dopri5".
-inline std::optional<Method> parse_method(std::string_view s) {
-  return detail::parse_named(s, std::array{Method::rk4, Method::dopri5});
-}
+inline std::optional<Method> parse_method(std::string_view s) { return parse_option<Method>(s); }
 
 /// Thrown when a backend cannot run here (no CUDA build, no device, a
 /// scalar type or a model the backend does not support).
@@ -422,8 +432,9 @@ inline const RunOptionInfo* find_run_option(std::string_view name) {
 /// The names of an enum option's values ("rk4", "dopri5").
 template <class E>
 std::vector<std::string> option_choices() {
-  if constexpr (std::is_same_v<E, Method>) return {"rk4", "dopri5"};
-  else return {"none", "baumgarte", "projection"};
+  std::vector<std::string> v;
+  for (E x : option_values<E>()) v.emplace_back(to_string(x));
+  return v;
 }
 
 /// A run option out of range, or at odds with another: `option` names it

@@ -424,9 +424,7 @@ void parse_run_options(const Parser& P, const toml::table& root, Config& c) {
     };
     if constexpr (std::is_enum_v<V>) {
       const std::string word = P.string(*n, key);
-      std::optional<V> parsed;
-      if constexpr (std::is_same_v<V, Method>) parsed = parse_method(word);
-      else parsed = parse_stabilization(word);
+      const std::optional<V> parsed = parse_option<V>(word);
       if (!parsed) {
         const std::vector<std::string> choices = option_choices<V>();
         std::string msg = "unknown method '" + printable(word, 80) + "'";
