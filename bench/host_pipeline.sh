@@ -2,10 +2,12 @@
 # The host pipeline of `ukb run` against the raw kernel rate (issue 48's
 # target: at most 6 times), on the cpu backend, in one run:
 #
-#   bench/host_pipeline.sh [--build DIR] [--threads T] [--rounds R] [--out DIR]
+#   bench/host_pipeline.sh [--build DIR] [--threads T] [--rounds R] [--chunk C] [--out DIR]
 #
 # A: `ukb run` of the ring demo (examples/ring_friction.toml) with 10^6
-#    samples of ONE RK4 step each (t_end = dt), one chunk, the default
+#    samples of ONE RK4 step each (t_end = dt), the demo's chunks (the cpu
+#    backend's default, 65536; --chunk C for C samples at a time, 1000000
+#    for one chunk, as the figures before 2026-11-29), the default
 #    outputs, --threads T: its wall time and run.json's phase_seconds and
 #    samples_seconds;
 # B: ukb_bench_workloads' W1 (the same model, RK4) on the cpu backend with T
@@ -16,14 +18,15 @@
 # --out (default bench/results/host-DATE-HHMM/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build threads=2 rounds=3 out=bench/results/host-$(date +%F-%H%M)
+build=build threads=2 rounds=3 chunk= out=bench/results/host-$(date +%F-%H%M)
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --chunk) chunk=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: bench/host_pipeline.sh [--build DIR] [--threads T] [--rounds R] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: bench/host_pipeline.sh [--build DIR] [--threads T] [--rounds R] [--chunk C] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 for b in ukb ukb_bench_workloads; do
@@ -31,9 +34,11 @@ for b in ukb ukb_bench_workloads; do
 done
 mkdir -p "$out"
 cfg=$out/one_step.toml
+chunk_line=()
+[ -n "$chunk" ] && chunk_line=(-e "s/^\[integrator\]\$/[integrator]\nchunk = $chunk/")
 sed -E -e 's/^samples = [0-9]+/samples = 1000000/' -e 's/^t_end = [0-9.]+/t_end = 0.01/' \
-    -e 's/^\[integrator\]$/[integrator]\nchunk = 1000000/' examples/ring_friction.toml > "$cfg"
-grep -q '^t_end = 0.01' "$cfg" && grep -q '^dt = 0.01' "$cfg" && grep -q '^chunk = 1000000$' "$cfg" ||
+    "${chunk_line[@]}" examples/ring_friction.toml > "$cfg"
+grep -q '^t_end = 0.01' "$cfg" && grep -q '^dt = 0.01' "$cfg" && { [ -z "$chunk" ] || grep -q "^chunk = $chunk\$" "$cfg"; } ||
   { echo "bench/host_pipeline.sh: could not make $cfg from the demo config" >&2; exit 2; }
 { date -u; git rev-parse HEAD; nproc; lscpu | grep -E "Model name" || true; } > "$out/machine.txt" 2>&1
 for r in $(seq 1 "$rounds"); do
