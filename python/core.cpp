@@ -657,6 +657,17 @@ PYBIND11_MODULE(_core, m) {
       if (f.column && !f.real) v.emplace_back(f.column);
     return v;
   });
+  // The points of sampling = "sobol" (checked by ukb.sobol_points).
+  m.def("sobol_points", [](long n, int d, std::optional<std::uint64_t> seed, std::uint64_t replicate) {
+    py::array_t<double> x({n, static_cast<long>(d)});
+    auto v = x.mutable_unchecked<2>();
+    for (long i = 0; i < n; ++i)
+      for (int j = 0; j < d; ++j)
+        v(i, j) = seed ? ukb::run::sobol_unit(*seed, replicate, static_cast<std::uint64_t>(i), j)
+                       : static_cast<double>(ukb::run::sobol_bits(static_cast<std::uint64_t>(i), j)) * 0x1.0p-52;
+    return x;
+  });
+  m.def("sobol_dimensions", &ukb::run::sobol_dimensions);
   m.def("status_names", [] {
     std::vector<std::string> v;
     for (int s = 0; ukb::is_valid_status(s); ++s) v.push_back(ukb::run::status_name(static_cast<ukb::Status>(s)));

@@ -11,6 +11,7 @@
 /// docs/config.md.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,38 @@ struct Input {
 /// written by default).
 inline constexpr long csv_default_samples = 100000;
 
+/// How the random inputs of the samples are placed (config key `sampling`,
+/// docs/config.md "Sampling designs"): independent Philox draws, a
+/// scrambled Sobol sequence, or a Latin hypercube. Sweep axes (values,
+/// grid) are walked the same way by every design.
+enum class Sampling { random, sobol, lhs };
+
+/// The name of a design in configs ("random", "sobol", "lhs").
+const char* to_string(Sampling s);
+
+/// The dimensions of the Sobol sequence (Joe and Kuo's new-joe-kuo-6.21201,
+/// the first ones): at most this many random inputs with sampling = "sobol".
+int sobol_dimensions();
+
+/// Point `index` (< 2^52) of the unscrambled Sobol sequence in dimension
+/// `dim` (< sobol_dimensions()) as a 52-bit integer: the point is it times
+/// 2^-52. The points in the order of scipy.stats.qmc.Sobol (Antonov and
+/// Saleev's Gray-code order), point 0 at the origin.
+std::uint64_t sobol_bits(std::uint64_t index, int dim);
+
+/// Owen's nested uniform scramble of a 52-bit point x, for the random
+/// scramble `key` (each key its own scramble): bit l from the top (l < 32)
+/// is flipped or not by a hash of (key, l, the l bits above it), and the 20
+/// bits below the top 32 by a hash of (key, the top 32 bits). A scrambled
+/// (t, m, s)-net is again a (t, m, s)-net.
+std::uint64_t owen_scramble(std::uint64_t x, std::uint64_t key);
+
+/// The point in (0, 1) that sampling = "sobol" gives dimension `dim` of
+/// point `index` of replicate `replicate` in a run with `seed`: the Sobol
+/// point Owen-scrambled for (seed, replicate, dim), at the middle of its
+/// cell of 2^-52.
+double sobol_unit(std::uint64_t seed, std::uint64_t replicate, std::uint64_t index, int dim);
+
 /// A resolved `ukb run` config (docs/config.md has every key).
 struct Config {
   std::string path;                 ///< the file, for messages
@@ -87,6 +120,10 @@ struct Config {
   std::uint64_t seed = 0;
   Backend backend = Backend::cpu;
   int threads = 0;                  ///< 0: all cores
+  Sampling sampling = Sampling::random;  ///< the design of the random inputs
+  /// sobol, lhs: independent replicates of the design (sample i of each
+  /// sweep point belongs to replicate i mod replicates); 0 for random.
+  long replicates = 0;
   RunOptions run;                   ///< [integrator] and [stabilization]
   long chunk = 0;                   ///< samples integrated together; 0: default_chunk(backend)
   std::vector<Input> params;        ///< one per model parameter, model order
@@ -98,6 +135,7 @@ struct Config {
   long record_every = 100;          ///< trajectory row every this many steps
   double record_dt = 0;             ///< dopri5: a trajectory row at t0 + k record_dt (dense output); 0: record_every
   int histogram_bins = 50;          ///< bins of each histogram in summary.json
+  double confidence = 0.95;         ///< the level of the intervals in summary.json ([output] confidence)
   /// results.csv ([output] formats; by default up to csv_default_samples
   /// samples: above that the text table would cost more than the rest of a
   /// run's outputs together, see docs/outputs.md)
@@ -148,14 +186,31 @@ Config parse_config(const std::string& text, const ConfigSource& source);
 double uniform01(std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
                  std::uint32_t block, int half);
 
-/// The value of input number `quantity` (canonical order) for sample i: a
-/// function of (seed, i, the input's distribution, its quantity index and,
-/// for sweep axes, i's position in the sweep) only. `axis_index` is the
-/// point of the sweep for axis inputs, ignored otherwise.
+/// The value of input number `quantity` (canonical order) for sample i
+/// with sampling = "random": a function of (seed, i, the input's
+/// distribution, its quantity index and, for sweep axes, i's position in
+/// the sweep) only. `axis_index` is the point of the sweep for axis inputs,
+/// ignored otherwise.
 double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32_t quantity,
             long axis_index);
 
-/// Every input of sample i, canonical order.
+/// The standard normal distribution's quantile at p in (0, 1), within an
+/// ulp or two (Acklam's approximation and one Halley step on erfc).
+double normal_quantile(double p);
+
+/// Student's t distribution's quantile at p in [0.5, 1) for `dof` >= 1
+/// degrees of freedom: exact for 1 and 2, else the Cornish–Fisher
+/// expansion about the normal quantile to dof^-4 (Abramowitz and Stegun
+/// 26.7.5), within 0.2 % at 3 degrees of freedom and closer above.
+double t_quantile(double p, long dof);
+
+/// The value of distribution d (not fixed, not an axis) at the point u of
+/// (0, 1): its inverse cumulative distribution function (a normal
+/// truncated to [min, max] by the inverse of the truncated one), as the
+/// designs other than random place the inputs.
+double from_unit(const Dist& d, double u);
+
+/// Every input of sample i, canonical order, by the config's design.
 std::vector<double> draw_inputs(const Config& c, std::uint64_t sample);
 /// The same into out (in.size() values), `in` being c.inputs(): without
 /// an allocation, for a loop over many samples.
@@ -214,6 +269,10 @@ struct Outcome {
   /// Medians over the successful samples of t_stop and of the natural final
   /// quantities (e.g. theta_final), where any are finite.
   std::vector<std::pair<std::string, double>> medians;
+  /// The interval of each median at the config's `[output] confidence`
+  /// (summary.json's quantile_intervals p50), in the order of `medians`;
+  /// NaN for a side there is none.
+  std::vector<std::array<double, 2>> median_intervals;
   /// The largest res_pos_max and res_vel_max over every sample, whatever
   /// its status (model units; infinity where one overflowed; NaN where the
   /// run has no such column or every value is NaN): how far the

@@ -52,7 +52,7 @@ from . import _core  # noqa: E402
 from ._core import BackendUnavailable, ConfigError, Model, ModelError, ModelFileError, WriteError  # noqa: E402,F401
 
 __version__ = _core.version
-__all__ = ["models", "model", "accel", "initial_state", "simulate", "run_options", "energy_balance", "run", "compare", "Result", "Table",
+__all__ = ["models", "model", "accel", "initial_state", "simulate", "run_options", "sobol_points", "energy_balance", "run", "compare", "Result", "Table",
            "Model", "ConfigError", "ModelFileError", "WriteError", "BackendUnavailable", "ModelError"]
 
 _BACKENDS = ("reference", "cpu", "cuda")
@@ -378,6 +378,24 @@ def simulate(model, q0, qd0, *, params=None, dt, t_end=None, steps=None, t0=0.0,
     d = _core.simulate(M, backend, P, q, qd, t0, o, threads, chunk, bool(simd), record_every)
     d["status_name"] = np.array(STATUSES, dtype=object)[d["status"]].astype(str)
     return Result(d)
+
+
+def sobol_points(n, d, *, seed=None, replicate=0):
+    """The first n points of ukb's Sobol sequence in d dimensions, an (n, d)
+    array in [0, 1) (docs/config.md, "Sampling designs").
+
+    seed=None: the unscrambled sequence (Joe and Kuo's direction numbers,
+    scipy.stats.qmc.Sobol(d, scramble=False)'s points, to the bit). With a
+    seed: the points that `sampling = "sobol"` places in the unit cube for
+    replicate `replicate` of a run with that seed (Owen's nested scramble),
+    before each input's inverse distribution function; the run's sample i
+    of replicate r takes point i // replicates (without sweep axes)."""
+    n = _integer("n", n, 0, 1 << 32, "an integer in [0, 2^32]")
+    d = _integer("d", d, 1, _core.sobol_dimensions(), f"an integer in [1, {_core.sobol_dimensions()}]")
+    replicate = _integer("replicate", replicate, 0, (1 << 63) - 1, "an integer >= 0")
+    if seed is not None:
+        seed = _integer("seed", seed, 0, (1 << 63) - 1, "an integer in [0, 2^63 - 1], or None (unscrambled)")
+    return _core.sobol_points(n, d, seed, replicate)
 
 
 def run_options():

@@ -637,8 +637,17 @@ int report_run(const ukb::run::Config& c, const ukb::run::Outcome& o) {
   // A long chain has hundreds of natural quantities: the first few here,
   // every one in summary.json.
   constexpr std::size_t shown = 12;
-  for (std::size_t k = 0; k < o.medians.size() && k < shown; ++k)
-    out << "  median " << o.medians[k].first << " = " << o.medians[k].second << '\n';
+  for (std::size_t k = 0; k < o.medians.size() && k < shown; ++k) {
+    out << "  median " << o.medians[k].first << " = " << o.medians[k].second;
+    // Its interval (summary.json's quantile_intervals p50), where it has a side.
+    if (k < o.median_intervals.size() && !(std::isnan(o.median_intervals[k][0]) && std::isnan(o.median_intervals[k][1]))) {
+      auto side = [&](double x) -> std::ostream& { return std::isnan(x) ? out << "none" : out << x; };
+      out << "  (" << 100 * c.confidence << " % interval ";
+      side(o.median_intervals[k][0]) << " to ";
+      side(o.median_intervals[k][1]) << ")";
+    }
+    out << '\n';
+  }
   if (o.medians.size() > shown)
     out << "  (" << o.medians.size() - shown << " more medians in summary.json)\n";
   if (!std::isnan(o.res_pos_max) || !std::isnan(o.res_vel_max))

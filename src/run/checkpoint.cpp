@@ -215,7 +215,10 @@ std::string config_identity(const std::string& config_json) {
   j.erase("config_file");
   j.erase("threads");
   if (j.contains("integrator")) j["integrator"].erase("chunk");  // results do not depend on it
-  if (j.contains("output")) j["output"].erase("checkpoint_interval");
+  if (j.contains("output")) {  // neither changes the results
+    j["output"].erase("checkpoint_interval");
+    j["output"].erase("confidence");
+  }
   return dump(j);
 }
 

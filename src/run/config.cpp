@@ -645,13 +645,69 @@ void check_axes(const Parser& P, Config& c) {
     }
 }
 
+// sampling and replicates: the design of the random inputs (after the
+// inputs and the sweep axes, which it counts).
+void parse_sampling(const Parser& P, const toml::table& root, Config& c) {
+  const toml::node* s = root.get("sampling");
+  const toml::node* r = root.get("replicates");
+  if (s) {
+    const std::string v = P.string(*s, "sampling");
+    if (v == "random") c.sampling = Sampling::random;
+    else if (v == "sobol") c.sampling = Sampling::sobol;
+    else if (v == "lhs") c.sampling = Sampling::lhs;
+    else P.fail(s, "sampling", "unknown design '" + printable(v, 80) + "'; expected random, sobol or lhs");
+  }
+  if (c.sampling == Sampling::random) {
+    if (r)
+      P.fail(r, "replicates",
+             "applies to sampling = \"sobol\" or \"lhs\" (independent replicates of the design); "
+             "random samples are independent already: remove it, or choose a design");
+    return;
+  }
+  long points = 1;  // of the sweep
+  int dims = 0;     // the random inputs: the design's dimensions
+  for (const Input* x : c.inputs()) {
+    if (x->dist.is_axis()) points *= x->dist.axis_size();
+    else if (x->dist.kind != Dist::Kind::fixed) ++dims;
+  }
+  const long per_point = (c.samples + points - 1) / points;  // samples at the first sweep point
+  if (r) {
+    c.replicates = P.integer(*r, "replicates", 1, 1L << 20);
+    if (c.replicates > per_point)
+      P.fail(r, "replicates",
+             "expected at most " + std::to_string(per_point) + " (the samples" +
+                 (points > 1 ? " at each point of the sweep" : std::string()) + "), got " +
+                 std::to_string(c.replicates));
+  } else {
+    c.replicates = std::min(16L, per_point);
+  }
+  if (c.sampling == Sampling::sobol) {
+    if (dims > sobol_dimensions())
+      P.fail(s, "sampling",
+             "sobol has " + std::to_string(sobol_dimensions()) + " dimensions, and this config has " +
+                 std::to_string(dims) + " random inputs; expected at most " + std::to_string(sobol_dimensions()) +
+                 " (or sampling = \"random\" or \"lhs\")");
+    if ((per_point + c.replicates - 1) / c.replicates > (1L << 32))
+      P.fail(s, "sampling",
+             "sobol takes at most 2^32 points per replicate; expected samples at most 2^32 times replicates" +
+                 std::string(points > 1 ? " at each point of the sweep" : ""));
+  }
+}
+
 // [output]
 void parse_output(const Parser& P, const toml::table& root, Config& c) {
   bool& formats_given = c.formats_given;
   if (const toml::node* on = root.get("output")) {
     const toml::table& O = P.table(*on, "output");
     P.only_keys(O, "output.", {"dir", "record", "record_every", "record_dt", "histogram_bins", "formats",
-                               "checkpoint_interval"});
+                               "checkpoint_interval", "confidence"});
+    if (const toml::node* cf = O.get("confidence")) {
+      c.confidence = P.number(*cf, "output.confidence");
+      if (!(c.confidence > 0 && c.confidence < 1))
+        P.fail(cf, "output.confidence",
+               "expected a confidence level strictly between 0 and 1 (0.95 for 95 % intervals), got " +
+                   Parser::fmt(c.confidence));
+    }
     if (const toml::node* ci = O.get("checkpoint_interval")) {
       c.checkpoint_interval = P.number(*ci, "output.checkpoint_interval", true);
       if (!(c.checkpoint_interval >= 0))
@@ -730,8 +786,8 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
     const fs::path d = src.dir.empty() ? fs::path(path).parent_path() : fs::path(src.dir);
     c.source_dir = fs::absolute(d.empty() ? fs::path(".") : d, ec).lexically_normal().string();
   }
-  P.only_keys(root, "", {"model", "samples", "seed", "backend", "threads", "integrator",
-                         "stabilization", "params", "initial", "output"});
+  P.only_keys(root, "", {"model", "samples", "seed", "sampling", "replicates", "backend", "threads",
+                         "integrator", "stabilization", "params", "initial", "output"});
 
   parse_model(P, root, c, src);
   parse_run_options(P, root, c);
@@ -739,6 +795,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
   parse_initial(P, root, c);
   check_time_range(P, root, c);
   check_axes(P, c);
+  parse_sampling(P, root, c);
   parse_output(P, root, c);
   return c;
 }
@@ -761,6 +818,10 @@ std::string Config::to_json() const {
   }
   j["samples"] = samples;
   j["seed"] = seed;
+  if (sampling != Sampling::random) {  // absent for random: the checkpoints of earlier runs keep their identity
+    j["sampling"] = to_string(sampling);
+    j["replicates"] = replicates;
+  }
   j["backend"] = std::string(to_string(backend));
   j["threads"] = threads;
   auto num = [](double v) -> nlohmann::json {
@@ -800,6 +861,7 @@ std::string Config::to_json() const {
   j["output"] = {{"record", record},
                  {"record_every", record_every},
                  {"histogram_bins", histogram_bins},
+                 {"confidence", confidence},
                  {"checkpoint_interval", num(checkpoint_interval)},
                  {"formats", formats}};
   if (record_dt > 0) j["output"]["record_dt"] = record_dt;

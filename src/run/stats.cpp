@@ -170,21 +170,81 @@ double quantile_of(const std::vector<double>& v, double p) {
 
 }  // namespace
 
-nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins) {
-  std::vector<double> scratch;
-  return stats(all, rows, bins, scratch);
+Intervals Intervals::of(const Config& c) {
+  Intervals iv;
+  iv.confidence = c.confidence;
+  if (c.sampling != Sampling::random) {
+    iv.replicates = c.replicates;
+    for (const Input* x : c.inputs())
+      if (x->dist.is_axis()) iv.points *= x->dist.axis_size();
+  }
+  return iv;
+}
+
+std::array<double, 2> wilson(long k, long n, double c) {
+  if (n <= 0) return {std::nan(""), std::nan("")};
+  const double z = normal_quantile((1 + c) / 2), N = static_cast<double>(n), p = static_cast<double>(k) / N;
+  const double z2n = z * z / N;
+  const double centre = (p + z2n / 2) / (1 + z2n), half = z / (1 + z2n) * std::sqrt(p * (1 - p) / N + z2n / (4 * N));
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+std::array<long, 2> order_ranks(long n, double p, double c) {
+  // B ~ Binomial(n, p) counts the values at or below the quantile: the
+  // l-th smallest lies at or below it with probability P(B >= l), the u-th
+  // at or above with P(B <= u - 1). l: the largest with P(B <= l - 1) <= a,
+  // u: the smallest with P(B >= u) <= a, a = (1 - c) / 2 each side.
+  const double a = (1 - c) / 2, N = static_cast<double>(n), q = 1 - p, var = N * p * q;
+  long l = 0, u = n + 1;
+  if (var >= 100) {  // the normal approximation with continuity correction (exact sums would take O(n))
+    const double z = normal_quantile(1 - a), sd = std::sqrt(var);
+    l = static_cast<long>(std::floor(N * p - z * sd + 0.5));
+    u = static_cast<long>(std::ceil(N * p + z * sd + 0.5));
+  } else {
+    const double odds = std::log(p / q);
+    double logpmf = N * std::log1p(-p), cdf = 0;  // P(B = 0)
+    for (long k = 0; k <= n; ++k) {
+      cdf += std::exp(logpmf);
+      if (cdf > a) {
+        l = k;  // P(B <= k - 1) <= a < P(B <= k)
+        break;
+      }
+      logpmf += std::log(static_cast<double>(n - k) / static_cast<double>(k + 1)) + odds;
+    }
+    double sf = 0;
+    logpmf = N * std::log(p);  // P(B = n)
+    for (long k = n; k >= 0; --k) {
+      sf += std::exp(logpmf);
+      if (sf > a) {
+        u = k + 1;  // P(B >= k + 1) <= a < P(B >= k)
+        break;
+      }
+      logpmf += std::log(static_cast<double>(k) / static_cast<double>(n - k + 1)) - odds;
+    }
+  }
+  return {l < 1 ? 0 : l, u > n ? n + 1 : u};
 }
 
 nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins,
-                     std::vector<double>& v) {
+                     const Intervals& iv) {
+  std::vector<double> scratch;
+  return stats(all, rows, bins, scratch, iv);
+}
+
+nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins,
+                     std::vector<double>& v, const Intervals& iv) {
   v.resize(rows.size());
+  const std::size_t R = static_cast<std::size_t>(iv.replicates), P = static_cast<std::size_t>(iv.points);
+  std::vector<std::uint32_t> replicate(R > 0 ? rows.size() : 0);  // of each finite value
   std::size_t finite = 0;
   for (std::size_t r : rows) {
     const double x = all[r];
     v[finite] = x;
+    if (R > 0) replicate[finite] = static_cast<std::uint32_t>(r / P % R);
     finite += std::isfinite(x);
   }
   v.resize(finite);
+  replicate.resize(R > 0 ? finite : 0);
   nlohmann::json j;
   j["count"] = v.size();
   if (v.empty()) return j;
@@ -202,7 +262,8 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
   const bool constant = lo == hi;
   const double mean = constant ? (lo == 0 ? 0.0 : lo) : mean_of(v, lo, hi);
   j["mean"] = mean;
-  j["std"] = v.size() > 1 ? jnum(constant ? 0.0 : std_of(v, mean)) : nlohmann::json(nullptr);
+  const double sd = v.size() > 1 ? (constant ? 0.0 : std_of(v, mean)) : std::nan("");
+  j["std"] = jnum(sd);
   // Quantiles by linear interpolation between order statistics (numpy's
   // default). Only the order statistics they need are selected, not the whole
   // table sorted: a sort of the 10^6 rows of a large run was a quarter of its
@@ -214,6 +275,50 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
     const auto k = static_cast<std::size_t>(std::floor(static_cast<double>(n - 1) * (p / 100)));
     ranks.push_back(k);
     if (k + 1 < n) ranks.push_back(k + 1);
+  }
+  // Intervals (docs/outputs.md, "Intervals"). Independent samples: the
+  // mean's by the central limit theorem, each quantile's between two order
+  // statistics (their ranks join the selection below). The designs: from
+  // the spread of the replicates' own means and quantiles (Student's t with
+  // R - 1 degrees of freedom), about the estimates over all the values.
+  const double z = normal_quantile((1 + iv.confidence) / 2);
+  auto interval = [](double from, double to) { return nlohmann::json::array({jnum(from), jnum(to)}); };
+  const double none = std::nan("");
+  std::vector<std::array<long, 2>> q_ranks;                // independent: per percent, 1-based
+  std::vector<double> q_half(std::size(kPercents), none);  // designs: per percent
+  if (R == 0) {
+    const double h = z * sd / std::sqrt(static_cast<double>(n));  // NaN for one value
+    j["mean_interval"] = interval(mean - h, mean + h);
+    for (double p : kPercents) {
+      const std::array<long, 2> lu = order_ranks(static_cast<long>(n), p / 100, iv.confidence);
+      q_ranks.push_back(lu);
+      if (lu[0] >= 1) ranks.push_back(static_cast<std::size_t>(lu[0] - 1));
+      if (lu[1] <= static_cast<long>(n)) ranks.push_back(static_cast<std::size_t>(lu[1] - 1));
+    }
+  } else {
+    std::vector<std::vector<double>> by(R);
+    for (std::size_t i = 0; i < n; ++i) by[replicate[i]].push_back(v[i]);
+    std::vector<double> means;
+    std::vector<std::vector<double>> quantiles(std::size(kPercents));
+    for (std::vector<double>& b : by) {
+      if (b.empty()) continue;
+      means.push_back(compensated_sum(b, 1) / static_cast<double>(b.size()));
+      std::sort(b.begin(), b.end());
+      for (std::size_t k = 0; k < std::size(kPercents); ++k) quantiles[k].push_back(quantile_of(b, kPercents[k]));
+    }
+    const long Rn = static_cast<long>(means.size());
+    auto half_width = [&](const std::vector<double>& e) {
+      if (Rn < 2) return none;
+      double m = 0, ss = 0;
+      for (double x : e) m += x;
+      m /= static_cast<double>(Rn);
+      for (double x : e) ss += (x - m) * (x - m);
+      return t_quantile((1 + iv.confidence) / 2, Rn - 1) * std::sqrt(ss / static_cast<double>(Rn - 1)) /
+             std::sqrt(static_cast<double>(Rn));
+    };
+    const double h = half_width(means);
+    j["mean_interval"] = interval(mean - h, mean + h);
+    for (std::size_t k = 0; k < std::size(kPercents); ++k) q_half[k] = half_width(quantiles[k]);
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
@@ -239,17 +344,30 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
       while (w > 0 && b + 1 < B && x >= edges[b + 1]) ++b;
       counts[b]++;
     }
-  j["histogram"] = {{"edges", edges}, {"counts", counts}};
+  nlohmann::json fractions = nlohmann::json::array();
+  for (std::int64_t k : counts) {
+    const std::array<double, 2> f = wilson(static_cast<long>(k), static_cast<long>(v.size()), iv.confidence);
+    fractions.push_back(interval(f[0], f[1]));
+  }
+  j["histogram"] = {{"edges", edges}, {"counts", counts}, {"fraction_intervals", fractions}};
   // The order statistics at their positions (the sums and the histogram
   // above are taken; quantile_of reads only these positions).
   const std::vector<double> at_ranks = order_statistics(v, lo, hi, ranks);
   for (std::size_t r = 0; r < ranks.size(); ++r) v[ranks[r]] = at_ranks[r];
   j["min"] = lo;
   j["max"] = hi;
-  for (double p : kPercents) {
+  for (std::size_t k = 0; k < std::size(kPercents); ++k) {
     char key[8];
-    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(p));
-    j["quantiles"][key] = quantile_of(v, p);
+    std::snprintf(key, sizeof key, "p%02d", static_cast<int>(kPercents[k]));
+    const double q = quantile_of(v, kPercents[k]);
+    j["quantiles"][key] = q;
+    if (R == 0) {
+      const auto [l, u] = q_ranks[k];
+      j["quantile_intervals"][key] =
+          interval(l >= 1 ? v[static_cast<std::size_t>(l - 1)] : none, u <= static_cast<long>(n) ? v[static_cast<std::size_t>(u - 1)] : none);
+    } else {
+      j["quantile_intervals"][key] = interval(q - q_half[k], q + q_half[k]);
+    }
   }
   return j;
 }
@@ -266,10 +384,27 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
   nlohmann::json sum;
   sum["samples"] = c.samples;
   sum["status_counts"] = nlohmann::json::object();
+  const Intervals iv = Intervals::of(c);
+  sum["status_intervals"] = nlohmann::json::object();
   for (const auto& [s, rows] : by_status) {
     sum["status_counts"][status_name(static_cast<Status>(s))] = rows.size();
     result.status_counts[status_name(static_cast<Status>(s))] = static_cast<long>(rows.size());
+    const std::array<double, 2> w = wilson(static_cast<long>(rows.size()), static_cast<long>(t.rows()), c.confidence);
+    sum["status_intervals"][status_name(static_cast<Status>(s))] = {w[0], w[1]};
   }
+  const bool design = iv.replicates > 0;
+  sum["intervals"] = {
+      {"confidence", c.confidence},
+      {"sampling", to_string(c.sampling)},
+      {"mean", design ? "the replicates' means: Student's t with (replicates - 1) degrees of freedom on their "
+                        "standard deviation over sqrt(replicates), about the mean of every value"
+                      : "central limit theorem: mean +- z std / sqrt(count)"},
+      {"quantiles", design ? "the replicates' quantiles: Student's t on their spread, about the quantile of every value"
+                           : "distribution-free: between two order statistics whose ranks the binomial law of "
+                             "the count below the quantile gives (null where none reaches the level)"},
+      {"fractions", "Wilson's score interval (status_intervals over every sample; a histogram's "
+                    "fraction_intervals over its count)"}};
+  if (design) sum["intervals"]["replicates"] = iv.replicates;
   sum["statistics"] =
       "over the finite values of each observable; 'successful' takes the samples whose status is "
       "finished or at_rest, 'by_status' each status on its own (failed samples report their last "
@@ -289,7 +424,7 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
     if (col.integer) w.converted.assign(col.i.begin(), col.i.end());
     const std::span<const double> v = col.integer ? std::span<const double>(w.converted) : std::span<const double>(col.d);
     nlohmann::json& o = obs[static_cast<std::size_t>(k)];
-    o["successful"] = stats(v, ok_rows, c.histogram_bins, w.values);
+    o["successful"] = stats(v, ok_rows, c.histogram_bins, w.values, iv);
     for (const auto& [s, rows] : by_status) {
       // A status of the successful ones that every successful sample has
       // (the usual case): the same rows, the same statistics.
@@ -297,7 +432,7 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
           (s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest)) &&
           rows.size() == ok_rows.size();
       o["by_status"][status_name(static_cast<Status>(s))] =
-          same ? o["successful"] : stats(v, rows, c.histogram_bins, w.values);
+          same ? o["successful"] : stats(v, rows, c.histogram_bins, w.values, iv);
     }
   });
   // What the end of `ukb run` reports beside the medians (every sample).
@@ -315,8 +450,12 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
     const std::string& name = todo[k]->name;
     bool headline = name == "t_stop";
     for (const std::string& nm : c.model->initial_names) headline = headline || name == nm + "_final";
-    if (headline && obs[k]["successful"].contains("quantiles"))
-      result.medians.emplace_back(name, obs[k]["successful"]["quantiles"]["p50"].get<double>());
+    if (headline && obs[k]["successful"].contains("quantiles")) {
+      const nlohmann::json& s = obs[k]["successful"];
+      result.medians.emplace_back(name, s["quantiles"]["p50"].get<double>());
+      auto side = [](const nlohmann::json& x) { return x.is_number() ? x.get<double>() : std::nan(""); };
+      result.median_intervals.push_back({side(s["quantile_intervals"]["p50"][0]), side(s["quantile_intervals"]["p50"][1])});
+    }
     sum["observables"][name] = std::move(obs[k]);
   }
   return sum;

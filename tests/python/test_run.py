@@ -286,3 +286,84 @@ def test_the_pictures_of_a_run_come_with_the_module(tmp_path):
         ukb.plot.plot_run(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="expected the output of `ukb run`"):
         ukb.plot.plot_run(tmp_path)
+
+
+def test_sobol_points_are_scipys_unscrambled_and_the_runs_inputs_are_the_scrambled_ones():
+    """ukb.sobol_points(n, d) is scipy.stats.qmc.Sobol(d, scramble=False)'s
+    points bit for bit (SciPy builds them from Joe and Kuo's table by its own
+    code); and a run with sampling = "sobol" puts each uniform input at its
+    scrambled point (sample i of replicate i mod R at point i // R) and each
+    normal at the normal's quantile of it (scipy.stats.norm.ppf)."""
+    qmc = pytest.importorskip("scipy.stats.qmc")
+    norm = pytest.importorskip("scipy.stats").norm
+    for d, bits in ((1, 30), (5, 30), (40, 52), (ukb._core.sobol_dimensions(), 30)):
+        n = 1024 if d < 100 else 64
+        ours = ukb.sobol_points(n, d)
+        theirs = qmc.Sobol(d, scramble=False, bits=bits).random(n)
+        assert ours.shape == (n, d)
+        assert np.array_equal(ours, theirs), (d, bits)
+    with pytest.raises(ValueError, match=r"d: expected an integer in \[1, 1024\], got 1025"):
+        ukb.sobol_points(4, 1025)
+    config = {"model": "incline_block", "samples": 64, "seed": 11, "sampling": "sobol", "replicates": 4,
+              "integrator": {"dt": 0.01, "t_end": 0.02},
+              "params": {"mu": {"dist": "uniform", "min": 0.2, "max": 0.6}},
+              "initial": {"v": {"dist": "normal", "mean": 1.0, "sd": 0.25}}}
+    table, summary = ukb.run(config, progress=False)
+    for r in range(4):
+        u = ukb.sobol_points(16, 2, seed=11, replicate=r)
+        rows = np.arange(r, 64, 4)
+        assert np.array_equal(table["mu"][rows], 0.2 + (0.6 - 0.2) * u[:, 0]), r
+        assert np.allclose(table["v"][rows], 1.0 + 0.25 * norm.ppf(u[:, 1]), rtol=0, atol=1e-14), r
+        # a scrambled (0, 4, 2)-net: one point in each of 16 equal strips of each input
+        assert sorted(np.floor(u[:, 0] * 16).astype(int)) == list(range(16))
+        assert sorted(np.floor(u[:, 1] * 16).astype(int)) == list(range(16))
+
+
+def test_summary_intervals_are_what_scipy_computes_from_the_table(source_dir):
+    """summary.json's intervals against SciPy's own from the returned table:
+    random sampling, the mean's is mean +- norm.ppf((1 + c) / 2) std / sqrt(n)
+    and each quantile's lies between two order statistics whose exact
+    binomial coverage (scipy.stats.binom) reaches c; sobol, the mean's is
+    t.ppf((1 + c) / 2, R - 1) times the replicates' means' standard deviation
+    over sqrt(R); status fractions Wilson's (statsmodels' formula, written
+    out); the confidence level from [output] confidence."""
+    stats = pytest.importorskip("scipy.stats")
+    base = {"model": "incline_block", "samples": 512, "seed": 5,
+            "integrator": {"dt": 0.01, "t_end": 3.0},
+            "params": {"alpha": 0.1, "mu": {"dist": "uniform", "min": 0.3, "max": 0.6}},
+            "initial": {"v": {"dist": "normal", "mean": 2.0, "sd": 0.3, "min": 1.0}},
+            "output": {"confidence": 0.9, "histogram_bins": 8}}
+    table, summary = ukb.run(base, progress=False)
+    assert summary["intervals"]["confidence"] == 0.9 and summary["intervals"]["sampling"] == "random"
+    v = np.sort(table["s_final"][np.isin(table["status"], ["finished", "at_rest"])])
+    n = len(v)
+    s = summary["observables"]["s_final"]["successful"]
+    z = stats.norm.ppf(0.95)
+    half = z * v.std(ddof=1) / np.sqrt(n)
+    assert np.allclose(s["mean_interval"], [s["mean"] - half, s["mean"] + half], rtol=1e-12, atol=0)
+    for key, p in (("p05", 0.05), ("p50", 0.5), ("p95", 0.95)):
+        lo, hi = s["quantile_intervals"][key]
+        l = int(np.searchsorted(v, lo)) + 1  # 1-based ranks of the two order statistics
+        u = int(np.searchsorted(v, hi)) + 1
+        assert v[l - 1] == lo and v[u - 1] == hi
+        coverage = stats.binom.cdf(u - 1, n, p) - stats.binom.cdf(l - 1, n, p)
+        assert 0.9 <= coverage <= 0.93, (key, coverage)
+    for name, (lo, hi) in summary["status_intervals"].items():
+        k, N = summary["status_counts"][name], base["samples"]
+        ph = k / N
+        for e in (lo, hi):  # the ends of Wilson's interval solve |ph - e| = z sqrt(e (1 - e) / N)
+            if 0 < e < 1:
+                assert abs(abs(ph - e) - z * np.sqrt(e * (1 - e) / N)) < 1e-12
+    counts = s["histogram"]["counts"]
+    assert len(s["histogram"]["fraction_intervals"]) == len(counts)
+
+    sobol = dict(base, sampling="sobol", replicates=16)
+    table, summary = ukb.run(sobol, progress=False)
+    assert summary["intervals"]["sampling"] == "sobol" and summary["intervals"]["replicates"] == 16
+    ok = np.isin(table["status"], ["finished", "at_rest"])
+    means = [table["s_final"][ok & (table["sample"] % 16 == r)].mean() for r in range(16)]
+    half = stats.t.ppf(0.95, 15) * np.std(means, ddof=1) / np.sqrt(16)
+    s = summary["observables"]["s_final"]["successful"]
+    assert np.allclose(s["mean_interval"], [s["mean"] - half, s["mean"] + half], rtol=1e-6, atol=0)
+    # the design's interval is narrower than the independent samples' for this smooth output
+    assert s["mean_interval"][1] - s["mean_interval"][0] < 0.2 * 2 * z * table["s_final"][ok].std(ddof=1) / np.sqrt(ok.sum())
