@@ -124,6 +124,12 @@ struct Config {
   /// sobol, lhs: independent replicates of the design (sample i of each
   /// sweep point belongs to replicate i mod replicates); 0 for random.
   long replicates = 0;
+  /// [sensitivity] outputs: the results columns whose Sobol indices over
+  /// the random inputs summary.json reports (docs/config.md, "Sensitivity
+  /// indices"); empty: none, and the samples are placed as `sampling` says.
+  /// Given: sample i is row i mod (d + 2) of base point i / (d + 2), d the
+  /// random inputs (A, B, then A with input j from B).
+  std::vector<std::string> sensitivity;
   RunOptions run;                   ///< [integrator] and [stabilization]
   long chunk = 0;                   ///< samples integrated together; 0: default_chunk(backend)
   std::vector<Input> params;        ///< one per model parameter, model order
@@ -273,6 +279,9 @@ struct Outcome {
   /// (summary.json's quantile_intervals p50), in the order of `medians`;
   /// NaN for a side there is none.
   std::vector<std::array<double, 2>> median_intervals;
+  /// With [sensitivity]: a line per output giving each input's first-order
+  /// and total Sobol index with its interval (summary.json's sensitivity).
+  std::vector<std::string> sensitivity;
   /// The largest res_pos_max and res_vel_max over every sample, whatever
   /// its status (model units; infinity where one overflowed; NaN where the
   /// run has no such column or every value is NaN): how far the

@@ -13,6 +13,9 @@ OUT_DIR and writes PNGs into OUT_DIR/plots/:
                                      input (at most --max-points samples,
                                      evenly spaced in sample order)
   trajectories.png                   the recorded samples against time
+  sensitivity_<output>.png           with [sensitivity]: each input's first-order
+                                     and total Sobol index with its interval
+                                     (summary.json's sensitivity)
 
 Uses numpy and matplotlib (Debian's python3-numpy and python3-matplotlib;
 no display needed; matplotlib is imported when a plot is drawn, not with
@@ -160,6 +163,32 @@ def plot_run(out, max_points=20000):
         axes[0, 0].set_title(f"{model}: recorded trajectories")
         fig.tight_layout()
         path = os.path.join(plots, "trajectories.png")
+        fig.savefig(path, dpi=110)
+        written.append(path)
+
+    summary_path = os.path.join(out, "summary.json")
+    sens = None
+    if os.path.exists(summary_path):
+        with open(summary_path) as f:
+            sens = json.load(f).get("sensitivity")
+    for name, o in ((sens or {}).get("outputs") or {}).items():
+        if "first" not in o:
+            continue  # too few base points counted
+        xs = np.arange(len(sens["inputs"]))
+        fig = Figure(figsize=(max(5, 1.2 * len(xs) + 2), 4))
+        ax = fig.subplots()
+        for shift, kind, color in ((-0.2, "first", "tab:blue"), (0.2, "total", "tab:orange")):
+            est = np.array([o[kind][x] if o[kind][x] is not None else np.nan for x in sens["inputs"]], dtype=float)
+            lo = np.array([o[kind + "_interval"][x][0] or np.nan for x in sens["inputs"]], dtype=float)
+            hi = np.array([o[kind + "_interval"][x][1] or np.nan for x in sens["inputs"]], dtype=float)
+            ax.bar(xs + shift, est, width=0.4, color=color, label=f"{kind} order" if kind == "first" else "total",
+                   yerr=np.vstack([est - lo, hi - est]), capsize=3)
+        ax.set_xticks(xs, sens["inputs"])
+        ax.set_ylabel("Sobol index")
+        ax.set_title(f"{model}: sensitivity of {name} ({o['base_points_used']} base points)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(plots, f"sensitivity_{safe(name)}.png")
         fig.savefig(path, dpi=110)
         written.append(path)
 

@@ -650,6 +650,7 @@ int report_run(const ukb::run::Config& c, const ukb::run::Outcome& o) {
   }
   if (o.medians.size() > shown)
     out << "  (" << o.medians.size() - shown << " more medians in summary.json)\n";
+  for (const std::string& line : o.sensitivity) out << line << '\n';
   if (!std::isnan(o.res_pos_max) || !std::isnan(o.res_vel_max))
     out << "  largest constraint residuals: position " << o.res_pos_max << ", velocity " << o.res_vel_max
         << " (res_pos_max, res_vel_max)\n";
@@ -698,6 +699,12 @@ int cmd_run(const RunArgs& a) {
   }
   const ukb::run::Config& c = *loaded;
   warn_of_size(c);
+  if (!c.sensitivity.empty() && !a.quiet) {  // the cost of the indices, before the run
+    long d = 0;
+    for (const ukb::run::Input* x : c.inputs()) d += x->dist.kind != ukb::run::Dist::Kind::fixed;
+    std::cerr << "ukb run: [sensitivity] over " << d << " random inputs: " << c.samples / (d + 2)
+              << " base points x (d + 2) = " << c.samples << " samples\n";
+  }
   const CrosscheckArgs cross = crosscheck_args(a);
   ukb::run::Outcome o;
   g_run_started.store(true);

@@ -39,6 +39,7 @@
 #include "ukb/model_file.hpp"
 #include "files.hpp"
 #include "ukb/policy.hpp"
+#include "table.hpp"
 #include "ukb/run.hpp"
 
 namespace ukb::run {
@@ -694,6 +695,62 @@ void parse_sampling(const Parser& P, const toml::table& root, Config& c) {
   }
 }
 
+// [sensitivity]: the outputs whose Sobol indices are computed, and what
+// that asks of the samples (after sampling).
+void parse_sensitivity(const Parser& P, const toml::table& root, Config& c) {
+  const toml::node* sn = root.get("sensitivity");
+  if (!sn) return;
+  const toml::table& S = P.table(*sn, "sensitivity");
+  P.only_keys(S, "sensitivity.", {"outputs"});
+  const toml::node* on = S.get("outputs");
+  if (!on) P.fail(sn, "sensitivity.outputs", "missing; expected the results columns whose indices to compute, e.g. [\"theta_final\"]");
+  const toml::array* a = on->as_array();
+  if (!a || a->empty()) P.fail(on, "sensitivity.outputs", "expected a non-empty array of results column names");
+  Config bare = c;  // the results columns, without room for the samples
+  bare.samples = 0;
+  std::vector<std::string> columns;
+  for (const Column& col : make_table(bare).cols)
+    if (!col.input && col.name != "sample") columns.push_back(col.name);
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    const std::string key = "sensitivity.outputs[" + std::to_string(i) + "]";
+    const std::string name = P.string(*a->get(i), key);
+    if (std::find(columns.begin(), columns.end(), name) == columns.end()) {
+      std::string msg = "no results column '" + printable(name, 80) + "'";
+      const std::string near = closest_match(name, columns);
+      if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+      P.fail(a->get(i), key, msg + "; expected one of " + join(columns));
+    }
+    if (std::find(c.sensitivity.begin(), c.sensitivity.end(), name) == c.sensitivity.end()) c.sensitivity.push_back(name);
+  }
+  long d = 0;
+  for (const Input* x : c.inputs()) {
+    if (x->dist.is_axis())
+      P.fail(sn, "sensitivity", "needs every input a value or a distribution; a sweep axis (values, grid) is not one");
+    d += x->dist.kind != Dist::Kind::fixed;
+  }
+  if (d < 2)
+    P.fail(sn, "sensitivity",
+           "needs two or more random inputs (uniform, normal, lognormal); this config has " + std::to_string(d));
+  if (c.sampling == Sampling::lhs)
+    P.fail(sn, "sensitivity", "needs sampling = \"random\" or \"sobol\" (a Latin hypercube does not pair its rows)");
+  if (c.sampling == Sampling::sobol && 2 * d > sobol_dimensions())
+    P.fail(sn, "sensitivity",
+           "with sobol needs 2 d <= " + std::to_string(sobol_dimensions()) + " dimensions; this config has d = " + std::to_string(d));
+  if (c.samples % (d + 2) != 0 || c.samples / (d + 2) < 2) {
+    const long N = std::max(2L, c.samples / (d + 2));
+    P.fail(root.get("samples"), "samples",
+           "with [sensitivity] over " + std::to_string(d) + " random inputs, N base points cost N (d + 2) = N x " +
+               std::to_string(d + 2) + " samples; expected a multiple of " + std::to_string(d + 2) +
+               " of at least " + std::to_string(2 * (d + 2)) + ", got " + std::to_string(c.samples) + " (for example " +
+               std::to_string(N * (d + 2)) + ")");
+  }
+  if (c.sampling == Sampling::sobol && !root.get("replicates")) c.replicates = std::min(c.replicates, c.samples / (d + 2));
+  if (c.sampling == Sampling::sobol && c.replicates > c.samples / (d + 2))
+    P.fail(root.get("replicates") ? root.get("replicates") : root.get("sampling"), "replicates",
+           "expected at most " + std::to_string(c.samples / (d + 2)) + " (the base points), got " +
+               std::to_string(c.replicates));
+}
+
 // [output]
 void parse_output(const Parser& P, const toml::table& root, Config& c) {
   bool& formats_given = c.formats_given;
@@ -787,7 +844,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
     c.source_dir = fs::absolute(d.empty() ? fs::path(".") : d, ec).lexically_normal().string();
   }
   P.only_keys(root, "", {"model", "samples", "seed", "sampling", "replicates", "backend", "threads",
-                         "integrator", "stabilization", "params", "initial", "output"});
+                         "integrator", "stabilization", "params", "initial", "output", "sensitivity"});
 
   parse_model(P, root, c, src);
   parse_run_options(P, root, c);
@@ -796,6 +853,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
   check_time_range(P, root, c);
   check_axes(P, c);
   parse_sampling(P, root, c);
+  parse_sensitivity(P, root, c);
   parse_output(P, root, c);
   return c;
 }
@@ -822,6 +880,7 @@ std::string Config::to_json() const {
     j["sampling"] = to_string(sampling);
     j["replicates"] = replicates;
   }
+  if (!sensitivity.empty()) j["sensitivity"]["outputs"] = sensitivity;
   j["backend"] = std::string(to_string(backend));
   j["threads"] = threads;
   auto num = [](double v) -> nlohmann::json {

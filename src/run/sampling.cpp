@@ -160,6 +160,9 @@ std::uint64_t mix64(std::uint64_t z) {
 // The tags of the designs' keys (the Philox block's last word; a random
 // draw's is the attempt number, below 1000).
 constexpr std::uint32_t sobol_tag = 0x50B01u, lhs_tag = 0x1A5u;
+// The Philox block of the random base points of [sensitivity] (per base
+// point and dimension; a plain draw's block is its attempt, below 1000).
+constexpr std::uint32_t saltelli_block = 0x5A17u;
 
 // The key of a design's scramble or permutation of dimension `dim` in
 // replicate r of a run with `seed`.
@@ -306,8 +309,30 @@ void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint
       axis_index = rest % in[k]->dist.axis_size();
       rest /= in[k]->dist.axis_size();
     }
-    const bool placed = c.sampling != Sampling::random && in[k]->dist.kind != Dist::Kind::fixed && !in[k]->dist.is_axis();
+    const bool placed = (c.sampling != Sampling::random || !c.sensitivity.empty()) &&
+                        in[k]->dist.kind != Dist::Kind::fixed && !in[k]->dist.is_axis();
     if (!placed) out[k] = draw(in[k]->dist, c.seed, sample, static_cast<std::uint32_t>(k), axis_index);
+  }
+  if (!c.sensitivity.empty()) {
+    // Saltelli's rows (docs/config.md, "Sensitivity indices"): sample i is
+    // row i mod (d + 2) of base point g = i / (d + 2), whose two points A and
+    // B are dimensions 0 .. d - 1 and d .. 2d - 1 of a 2d-dimensional
+    // design (random: Philox uniforms of g; sobol: point g / R of replicate
+    // g mod R). Row 0 takes A, row 1 B, row 2 + j A with input j from B.
+    std::uint64_t d = 0;
+    for (const Input* x : in) d += x->dist.kind != Dist::Kind::fixed;
+    const std::uint64_t g = sample / (d + 2), row = sample % (d + 2), R = std::max<std::uint64_t>(1, c.replicates);
+    std::uint64_t j = 0;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      if (in[k]->dist.kind == Dist::Kind::fixed) continue;
+      const bool from_b = row == 1 || row == 2 + j;
+      const int dim = static_cast<int>(from_b ? d + j : j);
+      const double u = c.sampling == Sampling::sobol ? sobol_unit(c.seed, g % R, g / R, dim)
+                                                     : uniform01(c.seed, g, static_cast<std::uint32_t>(dim), saltelli_block, 0);
+      out[k] = from_unit(in[k]->dist, u);
+      ++j;
+    }
+    return;
   }
   if (c.sampling == Sampling::random) return;
   // The designs: sample i is number j = i / total among the samples of its

@@ -175,8 +175,12 @@ Intervals Intervals::of(const Config& c) {
   iv.confidence = c.confidence;
   if (c.sampling != Sampling::random) {
     iv.replicates = c.replicates;
-    for (const Input* x : c.inputs())
+    long d = 0;
+    for (const Input* x : c.inputs()) {
       if (x->dist.is_axis()) iv.points *= x->dist.axis_size();
+      d += x->dist.kind != Dist::Kind::fixed;
+    }
+    if (!c.sensitivity.empty()) iv.points = d + 2;  // the rows of a base point share its replicate (no axes there)
   }
   return iv;
 }
@@ -373,6 +377,122 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
 }
 
 
+namespace {
+
+// The Sobol indices of [sensitivity]'s outputs over the random inputs
+// (docs/config.md, "Sensitivity indices"): Saltelli's (2010) first-order
+// and Jansen's total estimators on the rows A, B and A_B^j of each base
+// point, centred on the mean of the A and B rows, with normal bootstrap
+// intervals over the base points (1000 resamples from the seed's Philox
+// stream, as SALib computes its confidence). A base point counts where all
+// its d + 2 rows are successful and finite. Fills `lines` for stdout.
+nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::string>& lines) {
+  std::vector<std::string> names;
+  for (const Input* x : c.inputs())
+    if (x->dist.kind != Dist::Kind::fixed) names.push_back(x->name);
+  const std::size_t d = names.size(), G = t.rows() / (d + 2);
+  const double z = normal_quantile((1 + c.confidence) / 2);
+  nlohmann::json out;
+  out["inputs"] = names;
+  out["base_points"] = G;
+  out["method"] =
+      "first order: Saltelli et al. (2010), mean(f_B (f_ABj - f_A)) / V; total: Jansen (1999), mean((f_A - "
+      "f_ABj)^2) / (2 V); V the variance of the A and B rows; intervals: +- z times the standard deviation of "
+      "1000 bootstrap resamples of the base points";
+  constexpr int resamples = 1000;
+  // The resamples' base points, shared by every output (the same draws).
+  std::vector<std::uint32_t> pick;
+  for (const std::string& y : c.sensitivity) {
+    const Column* col = nullptr;
+    for (const Column& k : t.cols)
+      if (k.name == y) col = &k;
+    if (!col) continue;
+    auto value = [&](std::size_t row) { return col->integer ? static_cast<double>(col->i[row]) : col->d[row]; };
+    std::vector<double> fa, fb;
+    std::vector<std::vector<double>> fab(d);
+    for (std::size_t g = 0; g < G; ++g) {
+      bool ok = true;
+      for (std::size_t r = g * (d + 2); r < (g + 1) * (d + 2) && ok; ++r) {
+        const Status st = static_cast<Status>(t.status[r]);
+        ok = (st == Status::ok || st == Status::at_rest) && std::isfinite(value(r));
+      }
+      if (!ok) continue;
+      fa.push_back(value(g * (d + 2)));
+      fb.push_back(value(g * (d + 2) + 1));
+      for (std::size_t j = 0; j < d; ++j) fab[j].push_back(value(g * (d + 2) + 2 + j));
+    }
+    const std::size_t n = fa.size();
+    nlohmann::json& o = out["outputs"][y];
+    o["base_points_used"] = n;
+    if (n < 2) continue;
+    double centre = 0;
+    for (std::size_t k = 0; k < n; ++k) centre += fa[k] + fb[k];
+    centre /= static_cast<double>(2 * n);
+    auto indices = [&](const std::uint32_t* at, std::vector<double>& first, std::vector<double>& total) {
+      double m = 0, ss = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = at ? at[k] : k;
+        m += (fa[i] - centre) + (fb[i] - centre);
+      }
+      m /= static_cast<double>(2 * n);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = at ? at[k] : k;
+        ss += (fa[i] - centre - m) * (fa[i] - centre - m) + (fb[i] - centre - m) * (fb[i] - centre - m);
+      }
+      const double V = ss / static_cast<double>(2 * n);
+      for (std::size_t j = 0; j < d; ++j) {
+        double s1 = 0, st = 0;
+        for (std::size_t k = 0; k < n; ++k) {
+          const std::size_t i = at ? at[k] : k;
+          s1 += (fb[i] - centre) * (fab[j][i] - fa[i]);
+          st += (fa[i] - fab[j][i]) * (fa[i] - fab[j][i]);
+        }
+        first[j] = s1 / static_cast<double>(n) / V;
+        total[j] = st / static_cast<double>(2 * n) / V;
+      }
+      return V;
+    };
+    std::vector<double> first(d), total(d);
+    o["variance"] = jnum(indices(nullptr, first, total));
+    if (pick.size() != static_cast<std::size_t>(resamples) * n) {
+      pick.resize(static_cast<std::size_t>(resamples) * n);
+      for (std::size_t b = 0; b < static_cast<std::size_t>(resamples); ++b)
+        for (std::size_t k = 0; k < n; ++k)
+          pick[b * n + k] = static_cast<std::uint32_t>(
+              std::min<double>(static_cast<double>(n) - 1, std::floor(uniform01(c.seed, b * n + k, 0xB0075u, 0, 0) *
+                                                                      static_cast<double>(n))));
+    }
+    std::vector<double> s1(d, 0), s1sq(d, 0), s2(d, 0), s2sq(d, 0), bf(d), bt(d);
+    for (std::size_t b = 0; b < static_cast<std::size_t>(resamples); ++b) {
+      indices(pick.data() + b * n, bf, bt);
+      for (std::size_t j = 0; j < d; ++j) {
+        s1[j] += bf[j], s1sq[j] += bf[j] * bf[j];
+        s2[j] += bt[j], s2sq[j] += bt[j] * bt[j];
+      }
+    }
+    char head[96];
+    std::snprintf(head, sizeof head, " (first order, total; %g %% intervals):", 100 * c.confidence);
+    std::string line = "  sensitivity of " + y + head;
+    for (std::size_t j = 0; j < d; ++j) {
+      const double B = resamples;
+      const double sd1 = std::sqrt(std::max(0.0, (s1sq[j] - s1[j] * s1[j] / B) / (B - 1)));
+      const double sd2 = std::sqrt(std::max(0.0, (s2sq[j] - s2[j] * s2[j] / B) / (B - 1)));
+      o["first"][names[j]] = jnum(first[j]);
+      o["first_interval"][names[j]] = {jnum(first[j] - z * sd1), jnum(first[j] + z * sd1)};
+      o["total"][names[j]] = jnum(total[j]);
+      o["total_interval"][names[j]] = {jnum(total[j] - z * sd2), jnum(total[j] + z * sd2)};
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s %s %.3g [%.3g, %.3g], %.3g [%.3g, %.3g]", j ? ";" : "", names[j].c_str(),
+                    first[j], first[j] - z * sd1, first[j] + z * sd1, total[j], total[j] - z * sd2, total[j] + z * sd2);
+      line += buf;
+    }
+    lines.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads) {
   std::map<std::int32_t, std::vector<std::size_t>> by_status;
   std::vector<std::size_t> ok_rows;
@@ -435,6 +555,7 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
           same ? o["successful"] : stats(v, rows, c.histogram_bins, w.values, iv);
     }
   });
+  if (!c.sensitivity.empty()) sum["sensitivity"] = sensitivity(c, t, result.sensitivity);
   // What the end of `ukb run` reports beside the medians (every sample).
   for (const Column& col : t.cols) {
     if (col.name == "res_pos_max" || col.name == "res_vel_max") {

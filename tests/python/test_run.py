@@ -367,3 +367,36 @@ def test_summary_intervals_are_what_scipy_computes_from_the_table(source_dir):
     assert np.allclose(s["mean_interval"], [s["mean"] - half, s["mean"] + half], rtol=1e-6, atol=0)
     # the design's interval is narrower than the independent samples' for this smooth output
     assert s["mean_interval"][1] - s["mean_interval"][0] < 0.2 * 2 * z * table["s_final"][ok].std(ddof=1) / np.sqrt(ok.sum())
+
+
+def test_sensitivity_indices_are_saltellis_and_jansens_estimators_of_the_table_and_are_drawn(tmp_path):
+    """[sensitivity]: the indices in summary.json are Saltelli's first-order
+    and Jansen's total estimators computed here with NumPy from the returned
+    table's rows (A, B, A_B^j per base point), and ukb.plot draws them."""
+    cfg = {"model": "incline_block", "samples": 4 * 256, "seed": 9, "sampling": "sobol",
+           "integrator": {"dt": 0.01, "t_end": 3.0},
+           "params": {"alpha": 0.1, "mu": {"dist": "uniform", "min": 0.3, "max": 0.6}},
+           "initial": {"v": {"dist": "uniform", "min": 1.5, "max": 2.5}},
+           "sensitivity": {"outputs": ["s_final", "t_stop"]}}
+    table, summary = ukb.run(cfg, out=tmp_path / "o", progress=False)
+    s = summary["sensitivity"]
+    assert s["inputs"] == ["mu", "v"] and s["base_points"] == 256
+    for name in ("s_final", "t_stop"):
+        y = table[name].reshape(256, 4)
+        fa, fb, fab = y[:, 0], y[:, 1], y[:, 2:]
+        centre = np.concatenate([fa, fb]).mean()
+        V = np.concatenate([fa, fb]).var()
+        for j, x in enumerate(("mu", "v")):
+            first = np.mean((fb - centre) * (fab[:, j] - fa)) / V
+            total = np.mean((fa - fab[:, j]) ** 2) / (2 * V)
+            o = s["outputs"][name]
+            assert abs(o["first"][x] - first) <= 1e-9 * abs(first) + 1e-12, (name, x)
+            assert abs(o["total"][x] - total) <= 1e-9 * abs(total) + 1e-12, (name, x)
+            assert o["first_interval"][x][0] < o["first"][x] < o["first_interval"][x][1]
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is missing (scripts/install_deps.sh installs it)")
+    from ukb import plot
+    names = [os.path.basename(p) for p in plot.plot_run(tmp_path / "o")]
+    for png in ("sensitivity_s_final.png", "sensitivity_t_stop.png"):
+        assert png in names, names
+        with open(tmp_path / "o" / "plots" / png, "rb") as f:
+            assert f.read(4) == b"\x89PNG", png

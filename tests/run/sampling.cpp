@@ -466,5 +466,95 @@ TEST(SamplingIntervals, NominalIntervalsCoverTheClosedFormMeanAndMedianAtTheirLe
   }
 }
 
+// [sensitivity] over incline_block's stopping distance s = X Y, X = v^2 and
+// Y = 1 / (2 g (mu cos(alpha) - sin(alpha))) independent: its Sobol indices
+// in closed form from the moments of X and Y (mu ~ U[a, b], v ~ U[va, vb]):
+// V = E[X^2] E[Y^2] - E[X]^2 E[Y]^2, first order of mu Var(Y) E[X]^2 / V, of
+// v Var(X) E[Y]^2 / V, total of mu Var(Y) E[X^2] / V, of v Var(X) E[Y^2] / V.
+struct ProductIndices {
+  double g = 9.81, alpha = 0.1, a = 0.3, b = 0.6, va = 1.5, vb = 2.5;
+  std::map<std::string, double> first, total;
+  ProductIndices() {
+    const double c = std::cos(alpha), s = std::sin(alpha);
+    const double EX = (vb * vb * vb - va * va * va) / (3 * (vb - va));
+    const double EX2 = (std::pow(vb, 5) - std::pow(va, 5)) / (5 * (vb - va));
+    const double EY = std::log((c * b - s) / (c * a - s)) / (2 * g * c * (b - a));
+    const double EY2 = (1 / (c * a - s) - 1 / (c * b - s)) / (4 * g * g * c * (b - a));
+    const double V = EX2 * EY2 - EX * EX * EY * EY;
+    first["mu"] = (EY2 - EY * EY) * EX * EX / V, first["v"] = (EX2 - EX * EX) * EY * EY / V;
+    total["mu"] = (EY2 - EY * EY) * EX2 / V, total["v"] = (EX2 - EX * EX) * EY2 / V;
+  }
+  std::string toml(long base, const std::string& design) const {
+    return "model = \"incline_block\"\nsamples = " + std::to_string(4 * base) + "\nseed = 2\nsampling = \"" + design +
+           "\"\n[integrator]\ndt = 0.01\nt_end = 3.0\n[params]\nalpha = 0.1\ng = 9.81\n"
+           "mu = { dist = \"uniform\", min = 0.3, max = 0.6 }\n[initial]\n"
+           "v = { dist = \"uniform\", min = 1.5, max = 2.5 }\n[sensitivity]\noutputs = [\"s_final\"]\n"
+           "[output]\nformats = [\"npy\"]\nhistogram_bins = 1\n";
+  }
+};
+
+TEST(SamplingSensitivity, IndicesOfAProductAgreeWithTheirClosedFormsWithinTheirIntervals) {
+  const ProductIndices exact;
+  for (const std::string design : {"sobol", "random"}) {
+    const fs::path dir = run_into(config(exact.toml(4096, design)), "sens_" + design);
+    const nlohmann::json s = nlohmann::json::parse(slurp(dir / "summary.json"))["sensitivity"];
+    EXPECT_EQ(s["inputs"], nlohmann::json::array({"mu", "v"}));
+    EXPECT_EQ(s["base_points"], 4096);
+    const nlohmann::json& o = s["outputs"]["s_final"];
+    EXPECT_EQ(o["base_points_used"], 4096);
+    // The bootstrap interval assumes independent base points: conservative
+    // for sobol; for random, four 95 % intervals are widened by half so that
+    // the test does not fail by chance one time in five.
+    const double widen = design == "sobol" ? 1.0 : 1.5;
+    for (const char* x : {"mu", "v"}) {
+      for (const auto& [kind, truth] : {std::pair{"first", exact.first.at(x)}, {"total", exact.total.at(x)}}) {
+        const double est = o[kind][x], lo = o[std::string(kind) + "_interval"][x][0], hi = o[std::string(kind) + "_interval"][x][1];
+        EXPECT_LE(lo, est);
+        EXPECT_GE(hi, est);
+        EXPECT_GT(hi - lo, 0.0);
+        EXPECT_LE(std::abs(est - truth), widen * (hi - lo) / 2) << design << " " << kind << " " << x << ": " << est
+                                                                  << " against " << truth;
+      }
+    }
+    std::printf("%s: first mu %.4f (exact %.4f), v %.4f (%.4f); total mu %.4f (%.4f), v %.4f (%.4f)\n", design.c_str(),
+                o["first"]["mu"].get<double>(), exact.first.at("mu"), o["first"]["v"].get<double>(), exact.first.at("v"),
+                o["total"]["mu"].get<double>(), exact.total.at("mu"), o["total"]["v"].get<double>(), exact.total.at("v"));
+  }
+}
+
+TEST(SamplingSensitivity, BasePointsHaveTheRowsOfSaltellisDesignAndTheConfigSaysWhatItNeeds) {
+  const Config c = config(ProductIndices().toml(8, "sobol"));
+  // Canonical order: m, alpha, g, mu, then s, v: the random inputs mu (3), v (5).
+  for (std::uint64_t g = 0; g < 8; ++g) {
+    const std::vector<double> A = run::draw_inputs(c, 4 * g), B = run::draw_inputs(c, 4 * g + 1);
+    const std::vector<double> A_mu = run::draw_inputs(c, 4 * g + 2), A_v = run::draw_inputs(c, 4 * g + 3);
+    EXPECT_NE(A[3], B[3]);
+    EXPECT_NE(A[5], B[5]);
+    EXPECT_EQ(A_mu[3], B[3]);  // input 0 (mu) from B, the rest from A
+    EXPECT_EQ(A_mu[5], A[5]);
+    EXPECT_EQ(A_v[3], A[3]);
+    EXPECT_EQ(A_v[5], B[5]);
+    EXPECT_EQ(A[1], 0.1);  // fixed inputs as given
+  }
+  auto expect_error = [](const std::string& toml, const std::string& words) {
+    try {
+      config(toml);
+      ADD_FAILURE() << "accepted:\n" << toml;
+    } catch (const run::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what() << "\nexpected: " << words;
+    }
+  };
+  std::string t = ProductIndices().toml(8, "sobol");
+  expect_error(std::string(t).replace(t.find("samples = 32"), 12, "samples = 30"),
+               "key 'samples': with [sensitivity] over 2 random inputs, N base points cost N (d + 2) = N x 4 samples; "
+               "expected a multiple of 4 of at least 8, got 30 (for example 28)");
+  expect_error(std::string(t).replace(t.find("\"s_final\""), 9, "\"s_fnal\""),
+               "key 'sensitivity.outputs[0]': no results column 's_fnal' (did you mean 's_final'?)");
+  expect_error(std::string(t).replace(t.find("\"sobol\""), 7, "\"lhs\""), "key 'sensitivity': needs sampling = \"random\" or \"sobol\"");
+  expect_error(std::string(t).replace(t.find("v = {"), 46, "v = 2.0"), "key 'sensitivity': needs two or more random inputs");
+  expect_error(std::string(t).replace(t.find("alpha = 0.1"), 11, "alpha = [0.1, 0.2]"),
+               "key 'sensitivity': needs every input a value or a distribution");
+}
+
 }  // namespace
 }  // namespace ukb::test
