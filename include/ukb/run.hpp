@@ -108,6 +108,20 @@ std::uint64_t owen_scramble(std::uint64_t x, std::uint64_t key);
 /// cell of 2^-52.
 double sobol_unit(std::uint64_t seed, std::uint64_t replicate, std::uint64_t index, int dim);
 
+/// [stop]: add samples until a statistic's interval is narrow enough
+/// (docs/config.md, "Stopping at a precision"): the statistic is checked
+/// over the first `first`, 2 `first`, 4 `first`, ... samples and at
+/// `samples`; the run ends at the first check where its half-width meets
+/// the target.
+struct StopRule {
+  std::string statistic;     ///< as written: "mean(theta_final)", "p95(t_stop)", "median(x)"
+  std::string column;        ///< the results column
+  int percent = -1;          ///< -1: the mean; else the quantile p<percent>
+  double halfwidth = 0;      ///< the absolute target (> 0), or 0
+  double rel_halfwidth = 0;  ///< the target relative to |statistic| (> 0), or 0
+  long first = 0;            ///< the first check
+};
+
 /// A resolved `ukb run` config (docs/config.md has every key).
 struct Config {
   std::string path;                 ///< the file, for messages
@@ -130,6 +144,8 @@ struct Config {
   /// Given: sample i is row i mod (d + 2) of base point i / (d + 2), d the
   /// random inputs (A, B, then A with input j from B).
   std::vector<std::string> sensitivity;
+  /// [stop]; unset: every sample of `samples` is run.
+  std::optional<StopRule> stop;
   RunOptions run;                   ///< [integrator] and [stabilization]
   long chunk = 0;                   ///< samples integrated together; 0: default_chunk(backend)
   std::vector<Input> params;        ///< one per model parameter, model order
@@ -282,6 +298,10 @@ struct Outcome {
   /// With [sensitivity]: a line per output giving each input's first-order
   /// and total Sobol index with its interval (summary.json's sensitivity).
   std::vector<std::string> sensitivity;
+  /// With [stop]: whether its target was met (the run ended at that
+  /// check), and a line saying so for stdout (summary.json's stop).
+  bool stop_met = false;
+  std::string stop_report;
   /// The largest res_pos_max and res_vel_max over every sample, whatever
   /// its status (model units; infinity where one overflowed; NaN where the
   /// run has no such column or every value is NaN): how far the

@@ -13,6 +13,8 @@ OUT_DIR and writes PNGs into OUT_DIR/plots/:
                                      input (at most --max-points samples,
                                      evenly spaced in sample order)
   trajectories.png                   the recorded samples against time
+  stop.png                           with [stop]: the statistic and its interval
+                                     at each check against the samples
   sensitivity_<output>.png           with [sensitivity]: each input's first-order
                                      and total Sobol index with its interval
                                      (summary.json's sensitivity)
@@ -167,10 +169,28 @@ def plot_run(out, max_points=20000):
         written.append(path)
 
     summary_path = os.path.join(out, "summary.json")
-    sens = None
+    sens = stop = None
     if os.path.exists(summary_path):
         with open(summary_path) as f:
-            sens = json.load(f).get("sensitivity")
+            summary = json.load(f)
+        sens, stop = summary.get("sensitivity"), summary.get("stop")
+    checks = [k for k in (stop or {}).get("checks", []) if k["estimate"] is not None]
+    if checks:
+        n = np.array([k["samples"] for k in checks], dtype=float)
+        est = np.array([k["estimate"] for k in checks], dtype=float)
+        half = np.array([k["halfwidth"] if k["halfwidth"] is not None else np.nan for k in checks], dtype=float)
+        fig = Figure(figsize=(6, 4))
+        ax = fig.subplots()
+        ax.errorbar(n, est, yerr=half, fmt="o-", capsize=3)
+        ax.set_xscale("log")
+        ax.set_xlabel("samples")
+        ax.set_ylabel(stop["statistic"])
+        verdict = f"met at {stop['samples']}" if stop["met"] else f"not met by {stop['samples']}"
+        ax.set_title(f"{model}: {stop['statistic']} and its interval ({verdict})")
+        fig.tight_layout()
+        path = os.path.join(plots, "stop.png")
+        fig.savefig(path, dpi=110)
+        written.append(path)
     for name, o in ((sens or {}).get("outputs") or {}).items():
         if "first" not in o:
             continue  # too few base points counted

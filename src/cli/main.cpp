@@ -651,6 +651,7 @@ int report_run(const ukb::run::Config& c, const ukb::run::Outcome& o) {
   if (o.medians.size() > shown)
     out << "  (" << o.medians.size() - shown << " more medians in summary.json)\n";
   for (const std::string& line : o.sensitivity) out << line << '\n';
+  if (!o.stop_report.empty()) out << o.stop_report << '\n';
   if (!std::isnan(o.res_pos_max) || !std::isnan(o.res_vel_max))
     out << "  largest constraint residuals: position " << o.res_pos_max << ", velocity " << o.res_vel_max
         << " (res_pos_max, res_vel_max)\n";

@@ -695,6 +695,17 @@ void parse_sampling(const Parser& P, const toml::table& root, Config& c) {
   }
 }
 
+// The results columns of a config's runs that are not inputs (nor the
+// sample index): those a statistic may name.
+std::vector<std::string> result_columns(const Config& c) {
+  Config bare = c;  // without room for the samples
+  bare.samples = 0;
+  std::vector<std::string> columns;
+  for (const Column& col : make_table(bare).cols)
+    if (!col.input && col.name != "sample") columns.push_back(col.name);
+  return columns;
+}
+
 // [sensitivity]: the outputs whose Sobol indices are computed, and what
 // that asks of the samples (after sampling).
 void parse_sensitivity(const Parser& P, const toml::table& root, Config& c) {
@@ -706,11 +717,7 @@ void parse_sensitivity(const Parser& P, const toml::table& root, Config& c) {
   if (!on) P.fail(sn, "sensitivity.outputs", "missing; expected the results columns whose indices to compute, e.g. [\"theta_final\"]");
   const toml::array* a = on->as_array();
   if (!a || a->empty()) P.fail(on, "sensitivity.outputs", "expected a non-empty array of results column names");
-  Config bare = c;  // the results columns, without room for the samples
-  bare.samples = 0;
-  std::vector<std::string> columns;
-  for (const Column& col : make_table(bare).cols)
-    if (!col.input && col.name != "sample") columns.push_back(col.name);
+  const std::vector<std::string> columns = result_columns(c);
   for (std::size_t i = 0; i < a->size(); ++i) {
     const std::string key = "sensitivity.outputs[" + std::to_string(i) + "]";
     const std::string name = P.string(*a->get(i), key);
@@ -749,6 +756,60 @@ void parse_sensitivity(const Parser& P, const toml::table& root, Config& c) {
     P.fail(root.get("replicates") ? root.get("replicates") : root.get("sampling"), "replicates",
            "expected at most " + std::to_string(c.samples / (d + 2)) + " (the base points), got " +
                std::to_string(c.replicates));
+}
+
+// [stop]: the statistic and its target (after sampling and sensitivity).
+void parse_stop(const Parser& P, const toml::table& root, Config& c) {
+  const toml::node* sn = root.get("stop");
+  if (!sn) return;
+  const toml::table& S = P.table(*sn, "stop");
+  P.only_keys(S, "stop.", {"statistic", "halfwidth", "rel_halfwidth", "first"});
+  StopRule r;
+  const toml::node* st = S.get("statistic");
+  if (!st) P.fail(sn, "stop.statistic", "missing; expected mean(COLUMN), median(COLUMN) or pNN(COLUMN), e.g. \"mean(theta_final)\"");
+  r.statistic = P.string(*st, "stop.statistic");
+  const std::size_t open = r.statistic.find('('), close = r.statistic.size() - 1;
+  const std::string fn = open == std::string::npos ? "" : r.statistic.substr(0, open);
+  static const std::vector<std::string> quantiles = {"p01", "p05", "p25", "p50", "p75", "p95", "p99"};
+  if (open == std::string::npos || open == 0 || r.statistic[close] != ')' || close <= open + 1 ||
+      !(fn == "mean" || fn == "median" || std::find(quantiles.begin(), quantiles.end(), fn) != quantiles.end()))
+    P.fail(st, "stop.statistic",
+           "expected mean(COLUMN), median(COLUMN) or one of p01, p05, p25, p50, p75, p95, p99 of a column, e.g. "
+           "\"mean(theta_final)\", got '" + printable(r.statistic, 80) + "'");
+  r.column = r.statistic.substr(open + 1, close - open - 1);
+  r.percent = fn == "mean" ? -1 : fn == "median" ? 50 : std::stoi(fn.substr(1));
+  const std::vector<std::string> columns = result_columns(c);
+  if (std::find(columns.begin(), columns.end(), r.column) == columns.end()) {
+    std::string msg = "no results column '" + printable(r.column, 80) + "'";
+    const std::string near = closest_match(r.column, columns);
+    if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+    P.fail(st, "stop.statistic", msg + "; expected one of " + join(columns));
+  }
+  const toml::node* h = S.get("halfwidth");
+  const toml::node* rh = S.get("rel_halfwidth");
+  if (!h == !rh)
+    P.fail(sn, "stop", "expected one target: halfwidth (absolute, in the column's units) or rel_halfwidth (relative to the statistic), not " +
+                           std::string(h ? "both" : "neither"));
+  if (h) {
+    r.halfwidth = P.number(*h, "stop.halfwidth");
+    if (!(r.halfwidth > 0)) P.fail(h, "stop.halfwidth", "expected a half-width > 0, got " + Parser::fmt(r.halfwidth));
+  } else {
+    r.rel_halfwidth = P.number(*rh, "stop.rel_halfwidth");
+    if (!(r.rel_halfwidth > 0)) P.fail(rh, "stop.rel_halfwidth", "expected a relative half-width > 0, got " + Parser::fmt(r.rel_halfwidth));
+  }
+  if (c.sampling == Sampling::lhs)
+    P.fail(sn, "stop", "needs sampling = \"random\" or \"sobol\": a Latin hypercube is made for its number of samples and does not extend");
+  if (!c.sensitivity.empty()) P.fail(sn, "stop", "is not available with [sensitivity]");
+  const long unit = c.sampling == Sampling::sobol ? c.replicates : 1;
+  if (const toml::node* f = S.get("first")) {
+    r.first = P.integer(*f, "stop.first", 2, c.samples);
+    if (r.first % unit != 0)
+      P.fail(f, "stop.first", "expected a multiple of replicates = " + std::to_string(unit) +
+                                  " (each replicate the same number of points), got " + std::to_string(r.first));
+  } else {
+    r.first = std::min(c.samples, c.sampling == Sampling::sobol ? 64 * unit : 1000L);
+  }
+  c.stop = r;
 }
 
 // [output]
@@ -844,7 +905,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
     c.source_dir = fs::absolute(d.empty() ? fs::path(".") : d, ec).lexically_normal().string();
   }
   P.only_keys(root, "", {"model", "samples", "seed", "sampling", "replicates", "backend", "threads",
-                         "integrator", "stabilization", "params", "initial", "output", "sensitivity"});
+                         "integrator", "stabilization", "params", "initial", "output", "sensitivity", "stop"});
 
   parse_model(P, root, c, src);
   parse_run_options(P, root, c);
@@ -854,6 +915,7 @@ Config parse_config(const std::string& text, const ConfigSource& src) {
   check_axes(P, c);
   parse_sampling(P, root, c);
   parse_sensitivity(P, root, c);
+  parse_stop(P, root, c);
   parse_output(P, root, c);
   return c;
 }
@@ -881,6 +943,11 @@ std::string Config::to_json() const {
     j["replicates"] = replicates;
   }
   if (!sensitivity.empty()) j["sensitivity"]["outputs"] = sensitivity;
+  if (stop) {
+    j["stop"] = {{"statistic", stop->statistic}, {"first", stop->first}};
+    if (stop->halfwidth > 0) j["stop"]["halfwidth"] = stop->halfwidth;
+    else j["stop"]["rel_halfwidth"] = stop->rel_halfwidth;
+  }
   j["backend"] = std::string(to_string(backend));
   j["threads"] = threads;
   auto num = [](double v) -> nlohmann::json {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -898,7 +899,26 @@ struct Work {
   double last_wait = 0;                          // rank 0's wait for the last blocks of the others
   std::vector<double> ranks_busy, ranks_blocks;  // per rank
   Clock::time_point last_save;                   // the last checkpoint written (or the start of the blocks)
+  // [stop]: each check (samples, estimate, half-width), and whether the
+  // last one met the target (the run ended there).
+  std::vector<std::array<double, 3>> checks;
+  bool stop_met = false;
 };
+
+// The checks of [stop] in order: first, 2 first, 4 first, ... below
+// samples, then samples.
+long next_check_after(const Config& c, long n) {
+  long k = c.stop->first;
+  while (k <= n && k < c.samples) k = k > c.samples / 2 ? c.samples : 2 * k;
+  return k;
+}
+
+// Cuts the table to its first n rows (the inputs, drawn for every sample,
+// too): [stop] ended the run there.
+void keep_rows(Table& t, std::size_t n) {
+  for (Column& col : t.cols) col.integer ? col.i.resize(std::min(n, col.i.size())) : col.d.resize(std::min(n, col.d.size()));
+  t.status.resize(std::min(n, t.status.size()));
+}
 
 // The samples after p.done: the recorded ones first, with their
 // trajectories (their final states join the table in sample order, and the
@@ -964,6 +984,34 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
   if (!cl) work.serve(blocks);  // a cluster serves from the handshake on
   long merged = 0;
   double busy = 0, own = 0;
+  // [stop]: the checks the rows in the table allow, in order (each a
+  // function of the rows before it alone, so the same for any chunk,
+  // thread or rank count); where one meets the target, no more blocks are
+  // handed out and the table ends there. A resumed run checks again from
+  // the last check its rows allow (it may have been met already).
+  long stop_at = -1, check = -1;
+  if (c.stop) {
+    check = c.stop->first;
+    for (long k = check; k <= p.done && k < c.samples; k = next_check_after(c, k))
+      if (next_check_after(c, k) > p.done) check = k;
+    if (check > p.done) check = c.stop->first;
+  }
+  auto checks = [&] {
+    while (c.stop && stop_at < 0 && check <= p.done) {
+      const std::array<double, 2> at = stop_statistic(c, table, static_cast<std::size_t>(check));
+      w.checks.push_back({static_cast<double>(check), at[0], at[1]});
+      const double target = c.stop->halfwidth > 0 ? c.stop->halfwidth : c.stop->rel_halfwidth * std::abs(at[0]);
+      if (at[1] <= target) {  // NaN (no interval yet) is not met
+        stop_at = check;
+        w.stop_met = true;
+        work.stop();
+      } else if (check >= c.samples) {
+        break;
+      } else {
+        check = next_check_after(c, check);
+      }
+    }
+  };
   // A block's rows are in the table: the run goes on from its end.
   auto landed = [&](long first, long count, double steps) {
     p.system_steps += steps;
@@ -971,7 +1019,9 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
     ++merged;
     progress.update(p.done, p.system_steps);
     if (o.after_chunk) o.after_chunk(p.done);
+    checks();
   };
+  checks();
   auto merge = [&] {
     std::vector<char> rows;
     while (merged < blocks && work.take(merged, rows)) {
@@ -1011,13 +1061,19 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
   work.finish();
   merge();
   if (cl) {
-    cl->broadcast(p.done);
+    cl->broadcast(stop_at >= 0 ? c.samples : p.done);  // a run that [stop] ended is complete
     w.ranks_busy = cl->gather(busy);
     w.ranks_blocks = cl->gather(own);
     cl->end();
     w.last_wait = std::chrono::duration<double>(Clock::now() - idle_from).count();
   }
-  if (p.done < c.samples) {  // stopped: the blocks merged so far are kept
+  if (stop_at >= 0 && p.done > stop_at) {  // [stop] met: the rows after the check go
+    keep_rows(table, static_cast<std::size_t>(stop_at));
+    p.done = stop_at;
+  } else if (stop_at >= 0) {
+    keep_rows(table, static_cast<std::size_t>(p.done));  // the inputs drawn beyond it
+  }
+  if (p.done < c.samples && stop_at < 0) {  // stopped: the blocks merged so far are kept
     save_checkpoint(c, p);
     w.stopped = true;
   }
@@ -1120,9 +1176,33 @@ Outcome publish(const Config& c, const ExecuteOptions& o, const std::string& dir
       phases.end("results_npy");
     }
     Outcome result;
-    result.samples = c.samples;
-    result.done = c.samples;
-    const nlohmann::json sum = summary(c, p.table, result, eo.threads);
+    result.samples = static_cast<long>(p.table.rows());  // c.samples, or where [stop] ended the run
+    result.done = result.samples;
+    nlohmann::json sum = summary(c, p.table, result, eo.threads);
+    if (c.stop) {
+      const StopRule& r = *c.stop;
+      nlohmann::json& j = sum["stop"];
+      j["statistic"] = r.statistic;
+      if (r.halfwidth > 0) j["halfwidth_target"] = r.halfwidth;
+      else j["rel_halfwidth_target"] = r.rel_halfwidth;
+      j["met"] = w.stop_met;
+      j["samples"] = result.samples;
+      j["max_samples"] = c.samples;
+      nlohmann::json checks = nlohmann::json::array();
+      for (const auto& k : w.checks)
+        checks.push_back({{"samples", static_cast<long>(k[0])},
+                          {"estimate", std::isfinite(k[1]) ? nlohmann::json(k[1]) : nlohmann::json(nullptr)},
+                          {"halfwidth", std::isfinite(k[2]) ? nlohmann::json(k[2]) : nlohmann::json(nullptr)}});
+      j["checks"] = checks;
+      const double est = w.checks.empty() ? std::nan("") : w.checks.back()[1];
+      const double half = w.checks.empty() ? std::nan("") : w.checks.back()[2];
+      char line[320];
+      std::snprintf(line, sizeof line, "  stop: %s = %.9g +- %.3g (%g %% interval): %s %ld samples (target +- %.3g%s)",
+                    r.statistic.c_str(), est, half, 100 * c.confidence, w.stop_met ? "met at" : "NOT met by",
+                    result.samples, r.halfwidth > 0 ? r.halfwidth : r.rel_halfwidth, r.halfwidth > 0 ? "" : " relative");
+      result.stop_report = line;
+      result.stop_met = w.stop_met;
+    }
     {
       AtomicFile& f = out.open("summary.json");
       f.stream() << sum.dump(2) << '\n';

@@ -377,6 +377,30 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
 }
 
 
+std::array<double, 2> stop_statistic(const Config& c, const Table& t, std::size_t n) {
+  const double none = std::nan("");
+  const Column* col = nullptr;
+  for (const Column& k : t.cols)
+    if (k.name == c.stop->column) col = &k;
+  if (!col) return {none, none};
+  std::vector<double> converted;
+  if (col->integer) converted.assign(col->i.begin(), col->i.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::span<const double> v = col->integer ? std::span<const double>(converted) : std::span<const double>(col->d.data(), n);
+  std::vector<std::size_t> rows;
+  for (std::size_t r = 0; r < n; ++r) {
+    const Status st = static_cast<Status>(t.status[r]);
+    if (st == Status::ok || st == Status::at_rest) rows.push_back(r);
+  }
+  const nlohmann::json j = stats(v, rows, 1, Intervals::of(c));
+  if (!j.contains("mean")) return {none, none};
+  char key[8];
+  std::snprintf(key, sizeof key, "p%02d", c.stop->percent);
+  const double est = c.stop->percent < 0 ? j["mean"].get<double>() : j["quantiles"][key].get<double>();
+  const nlohmann::json& iv = c.stop->percent < 0 ? j["mean_interval"] : j["quantile_intervals"][key];
+  if (!iv[0].is_number() || !iv[1].is_number()) return {est, none};
+  return {est, (iv[1].get<double>() - iv[0].get<double>()) / 2};
+}
+
 namespace {
 
 // The Sobol indices of [sensitivity]'s outputs over the random inputs
@@ -502,7 +526,7 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
     if (s == Status::ok || s == Status::at_rest) ok_rows.push_back(r);
   }
   nlohmann::json sum;
-  sum["samples"] = c.samples;
+  sum["samples"] = t.rows();  // c.samples, or fewer where [stop] ended the run
   sum["status_counts"] = nlohmann::json::object();
   const Intervals iv = Intervals::of(c);
   sum["status_intervals"] = nlohmann::json::object();

@@ -42,6 +42,11 @@ std::array<double, 2> wilson(long k, long n, double c);
 // (binomial; 0 for no lower one, n + 1 for no upper one).
 std::array<long, 2> order_ranks(long n, double p, double c);
 
+// [stop]'s statistic over the successful rows among the first n of the
+// table: {its estimate, the half-width of its interval} (NaN where it has
+// none).
+std::array<double, 2> stop_statistic(const Config& c, const Table& t, std::size_t n);
+
 /// summary.json of a finished table: the counts per status and the
 /// statistics of every observable, each by one of `threads` threads (0: all
 /// cores; the same bytes for any count); fills result's status counts,

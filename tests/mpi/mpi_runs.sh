@@ -47,6 +47,33 @@ same_files)
     mpi $p "$ukb" run sweep.toml --out sweep$p --quiet >/dev/null
     same sweep1 sweep$p results.csv results.npy summary.json trajectories.csv
   done
+  # Sobol samples ended by [stop] (docs/config.md, "Stopping at a
+  # precision"): the same check ends the run whatever the ranks.
+  cat >stop.toml <<'EOF'
+model = "incline_block"
+samples = 100000
+seed = 4
+sampling = "sobol"
+replicates = 8
+[integrator]
+dt = 0.01
+t_end = 3.0
+chunk = 300
+[params]
+alpha = 0.1
+mu = { dist = "uniform", min = 0.3, max = 0.6 }
+[initial]
+v = { dist = "uniform", min = 1.5, max = 2.5 }
+[stop]
+statistic = "mean(t_stop)"
+halfwidth = 2e-5
+[output]
+formats = ["csv", "npy"]
+EOF
+  "$ukb" run stop.toml --out stop1 --quiet >/dev/null
+  grep -q '"met": true' stop1/summary.json || { echo "FAIL: stop1: the target was not met"; exit 1; }
+  mpi 3 "$ukb" run stop.toml --out stop3 --quiet >/dev/null
+  same stop1 stop3 results.csv results.npy summary.json
   # Without integrator.chunk: blocks of at most samples / (4 ranks), here
   # 600 / 12 = 50, and the same files.
   sed -e 's/^samples = .*/samples = 600/' "$src/examples/incline_sweep.toml" >sweep_default.toml

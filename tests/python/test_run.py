@@ -325,8 +325,8 @@ def test_summary_intervals_are_what_scipy_computes_from_the_table(source_dir):
     and each quantile's lies between two order statistics whose exact
     binomial coverage (scipy.stats.binom) reaches c; sobol, the mean's is
     t.ppf((1 + c) / 2, R - 1) times the replicates' means' standard deviation
-    over sqrt(R); status fractions Wilson's (statsmodels' formula, written
-    out); the confidence level from [output] confidence."""
+    over sqrt(R); status fractions Wilson's (each end solves Wilson's
+    equation); the confidence level from [output] confidence."""
     stats = pytest.importorskip("scipy.stats")
     base = {"model": "incline_block", "samples": 512, "seed": 5,
             "integrator": {"dt": 0.01, "t_end": 3.0},
@@ -400,3 +400,54 @@ def test_sensitivity_indices_are_saltellis_and_jansens_estimators_of_the_table_a
         assert png in names, names
         with open(tmp_path / "o" / "plots" / png, "rb") as f:
             assert f.read(4) == b"\x89PNG", png
+
+
+def test_a_run_with_a_stop_rule_from_python_ends_where_its_target_is_met_and_is_drawn(tmp_path):
+    """[stop] through ukb.run: the table has the samples of the check that met
+    the target, summary.json says so, and ukb.plot draws the checks."""
+    cfg = {"model": "incline_block", "samples": 100000, "seed": 4, "sampling": "sobol", "replicates": 8,
+           "integrator": {"dt": 0.01, "t_end": 3.0},
+           "params": {"alpha": 0.1, "mu": {"dist": "uniform", "min": 0.3, "max": 0.6}},
+           "initial": {"v": {"dist": "uniform", "min": 1.5, "max": 2.5}},
+           "stop": {"statistic": "mean(s_final)", "rel_halfwidth": 1e-4}}
+    table, summary = ukb.run(cfg, out=tmp_path / "o", progress=False)
+    stop = summary["stop"]
+    assert stop["met"] and stop["max_samples"] == 100000
+    assert len(table) == stop["samples"] == summary["samples"] < 100000
+    last = stop["checks"][-1]
+    assert last["halfwidth"] <= 1e-4 * abs(last["estimate"])
+    assert all(k["halfwidth"] > 1e-4 * abs(k["estimate"]) for k in stop["checks"][:-1])
+    pytest.importorskip("matplotlib", reason="python3-matplotlib is missing (scripts/install_deps.sh installs it)")
+    from ukb import plot
+    assert "stop.png" in [os.path.basename(p) for p in plot.plot_run(tmp_path / "o")]
+
+
+def salib_layout(y, d):
+    """ukb's [sensitivity] rows per base point (A, B, A_B^1 .. A_B^d) in
+    SALib's order (A, A_B^1 .. A_B^d, B): docs/python.md's example."""
+    rows = y.reshape(-1, d + 2)
+    return np.concatenate([rows[:, :1], rows[:, 2:], rows[:, 1:2]], axis=1).ravel()
+
+
+def test_sensitivity_indices_agree_with_salibs_on_the_same_samples():
+    """SALib (from PyPI: pip install SALib; skipped without it) on ukb's own
+    samples: the total indices to rounding (Jansen's estimator is the same
+    and does not depend on where the values are centred), the first-order
+    ones within SALib's confidence (SALib centres on the mean of every row,
+    ukb on the mean of the A and B rows)."""
+    sobol = pytest.importorskip("SALib.analyze.sobol", reason="SALib is not installed (pip install SALib)")
+    cfg = {"model": "incline_block", "samples": 5 * 2048, "seed": 3, "sampling": "sobol",
+           "integrator": {"dt": 0.01, "t_end": 3.0},
+           "params": {"alpha": {"dist": "uniform", "min": 0.05, "max": 0.15},
+                      "mu": {"dist": "uniform", "min": 0.3, "max": 0.6}},
+           "initial": {"v": {"dist": "uniform", "min": 1.5, "max": 2.5}},
+           "sensitivity": {"outputs": ["s_final"]}}
+    table, summary = ukb.run(cfg, progress=False)
+    ours = summary["sensitivity"]["outputs"]["s_final"]
+    names = summary["sensitivity"]["inputs"]
+    assert names == ["alpha", "mu", "v"]
+    problem = {"num_vars": 3, "names": names, "bounds": [[0.05, 0.15], [0.3, 0.6], [1.5, 2.5]]}
+    s = sobol.analyze(problem, salib_layout(table["s_final"], 3), calc_second_order=False, seed=1)
+    for j, x in enumerate(names):
+        assert abs(ours["total"][x] - s["ST"][j]) <= 1e-9 * abs(s["ST"][j]) + 1e-12, x
+        assert abs(ours["first"][x] - s["S1"][j]) <= s["S1_conf"][j], x

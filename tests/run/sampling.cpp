@@ -324,18 +324,20 @@ TEST(SamplingDesigns, ResultsAreTheSameForAnyThreadsAndChunks) {
   }
 }
 
+// A config the parser refuses, with `words` in its message.
+void expect_error(const std::string& toml, const std::string& words) {
+  try {
+    config(toml);
+    ADD_FAILURE() << "accepted:\n" << toml;
+  } catch (const run::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what() << "\nexpected: " << words;
+  }
+}
+
 TEST(SamplingDesigns, TheConfigSaysWhatItTakesAndRunJsonRecordsTheDesign) {
   EXPECT_EQ(config(design_toml("sobol", 100)).replicates, 16);  // the default
   EXPECT_EQ(config(design_toml("lhs", 10)).replicates, 10);    // at most the samples
   EXPECT_EQ(config(design_toml("random", 10)).replicates, 0);
-  auto expect_error = [](const std::string& toml, const std::string& words) {
-    try {
-      config(toml);
-      ADD_FAILURE() << "accepted:\n" << toml;
-    } catch (const run::ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what() << "\nexpected: " << words;
-    }
-  };
   expect_error(design_toml("halton", 10), "key 'sampling': unknown design 'halton'; expected random, sobol or lhs");
   expect_error(design_toml("random", 10, "replicates = 4\n"), "key 'replicates': applies to sampling = \"sobol\" or \"lhs\"");
   expect_error(design_toml("sobol", 10, "replicates = 11\n"), "key 'replicates': expected at most 10 (the samples), got 11");
@@ -536,14 +538,6 @@ TEST(SamplingSensitivity, BasePointsHaveTheRowsOfSaltellisDesignAndTheConfigSays
     EXPECT_EQ(A_v[5], B[5]);
     EXPECT_EQ(A[1], 0.1);  // fixed inputs as given
   }
-  auto expect_error = [](const std::string& toml, const std::string& words) {
-    try {
-      config(toml);
-      ADD_FAILURE() << "accepted:\n" << toml;
-    } catch (const run::ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what() << "\nexpected: " << words;
-    }
-  };
   std::string t = ProductIndices().toml(8, "sobol");
   expect_error(std::string(t).replace(t.find("samples = 32"), 12, "samples = 30"),
                "key 'samples': with [sensitivity] over 2 random inputs, N base points cost N (d + 2) = N x 4 samples; "
@@ -554,6 +548,104 @@ TEST(SamplingSensitivity, BasePointsHaveTheRowsOfSaltellisDesignAndTheConfigSays
   expect_error(std::string(t).replace(t.find("v = {"), 46, "v = 2.0"), "key 'sensitivity': needs two or more random inputs");
   expect_error(std::string(t).replace(t.find("alpha = 0.1"), 11, "alpha = [0.1, 0.2]"),
                "key 'sensitivity': needs every input a value or a distribution");
+}
+
+// The incline with [stop] on the mean stopping distance (2 random inputs).
+std::string stop_toml(const std::string& design, long samples, const std::string& stop) {
+  return "model = \"incline_block\"\nsamples = " + std::to_string(samples) + "\nseed = 4\nsampling = \"" + design +
+         "\"\n" + (design == "sobol" ? "replicates = 8\n" : "") +
+         "[integrator]\ndt = 0.01\nt_end = 3.0\n[params]\nalpha = 0.1\n"
+         "mu = { dist = \"uniform\", min = 0.3, max = 0.6 }\n[initial]\nv = { dist = \"uniform\", min = 1.5, max = 2.5 }\n"
+         "[stop]\n" + stop + "\n[output]\nformats = [\"csv\"]\nhistogram_bins = 4\n";
+}
+
+TEST(SamplingStop, ARunEndsAtTheFirstCheckThatMeetsTheTargetWithTheRowsOfAPlainRun) {
+  // Checks at first, 2 first, 4 first, ...: the run ends at the first whose
+  // half-width meets the target, every earlier one missed it, and its rows
+  // are those of a plain run of that many samples (the same draws), for any
+  // chunk and thread count; the checks' half-widths are those of plain runs
+  // of their sizes.
+  for (const std::string design : {"sobol", "random"}) {
+    const std::string rule = "statistic = \"mean(s_final)\"\nhalfwidth = " + std::string(design == "sobol" ? "3e-5" : "0.01");
+    Config c = config(stop_toml(design, 200000, rule));
+    c.threads = 1, c.chunk = 700;
+    const run::Outcome o = run::execute(c, {.out_dir = unique_path(design + "_stop_a")});
+    ASSERT_TRUE(o.stop_met) << o.stop_report;
+    const fs::path a = unique_path(design + "_stop_a");
+    const nlohmann::json st = nlohmann::json::parse(slurp(a / "summary.json"))["stop"];
+    const long n = st["samples"];
+    EXPECT_EQ(o.samples, n);
+    EXPECT_LT(n, 200000);
+    EXPECT_TRUE(st["met"].get<bool>());
+    const nlohmann::json& checks = st["checks"];
+    ASSERT_GE(checks.size(), 2u);
+    const double target = design == "sobol" ? 3e-5 : 0.01;
+    for (std::size_t k = 0; k < checks.size(); ++k) {
+      EXPECT_EQ(checks[k]["samples"], (design == "sobol" ? 512L : 1000L) << k);
+      if (k + 1 < checks.size()) {
+        EXPECT_GT(checks[k]["halfwidth"].get<double>(), target) << k;
+      }
+    }
+    EXPECT_LE(checks.back()["halfwidth"].get<double>(), target);
+    EXPECT_EQ(checks.back()["samples"], n);
+    // The same with other chunks and threads.
+    c.threads = 2, c.chunk = 4096;
+    const fs::path b = run_into(c, design + "_stop_b");
+    EXPECT_EQ(slurp(a / "results.csv"), slurp(b / "results.csv"));
+    // A plain run of n samples: the same rows, and its mean's interval the last check's.
+    Config plain = config(stop_toml(design, n, rule));
+    plain.stop.reset();
+    const fs::path d = run_into(plain, design + "_plain");
+    EXPECT_EQ(slurp(a / "results.csv"), slurp(d / "results.csv"));
+    const nlohmann::json m = nlohmann::json::parse(slurp(d / "summary.json"))["observables"]["s_final"]["successful"];
+    EXPECT_DOUBLE_EQ((m["mean_interval"][1].get<double>() - m["mean_interval"][0].get<double>()) / 2,
+                     checks.back()["halfwidth"].get<double>());
+    EXPECT_EQ(m["mean"].get<double>(), checks.back()["estimate"].get<double>());
+  }
+}
+
+TEST(SamplingStop, AnUnmetTargetRunsEverySampleAndAResumedRunStopsWhereAnUninterruptedOneDoes) {
+  {
+    const Config c = config(stop_toml("random", 3000, "statistic = \"p50(s_final)\"\nrel_halfwidth = 1e-9"));
+    const run::Outcome o = run::execute(c, {.out_dir = unique_path("unmet")});
+    EXPECT_FALSE(o.stop_met);
+    EXPECT_EQ(o.samples, 3000);
+    EXPECT_NE(o.stop_report.find("NOT met by 3000 samples"), std::string::npos) << o.stop_report;
+    const nlohmann::json st = nlohmann::json::parse(slurp(fs::path(unique_path("unmet")) / "summary.json"))["stop"];
+    std::vector<long> at;
+    for (const auto& k : st["checks"]) at.push_back(k["samples"]);
+    EXPECT_EQ(at, (std::vector<long>{1000, 2000, 3000}));
+  }
+  // Interrupted after its first chunk, resumed with another chunk size: the
+  // files of the run that was not interrupted.
+  Config c = config(stop_toml("sobol", 100000, "statistic = \"mean(t_stop)\"\nhalfwidth = 2e-5"));
+  c.chunk = 300;
+  const fs::path whole = run_into(c, "stop_whole");
+  const fs::path dir = unique_path("stop_cut");
+  std::atomic<int> stop{0};
+  ASSERT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = 1; }}).interrupted);
+  c.chunk = 1024;
+  const run::Outcome r = run::execute(c, {.out_dir = dir.string(), .resume = true});
+  EXPECT_TRUE(r.stop_met);
+  EXPECT_EQ(slurp(dir / "results.csv"), slurp(whole / "results.csv"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "summary.json"))["stop"]["samples"],
+            nlohmann::json::parse(slurp(whole / "summary.json"))["stop"]["samples"]);
+}
+
+TEST(SamplingStop, TheConfigSaysWhatAStopRuleTakes) {
+  const std::string ok = "statistic = \"mean(s_final)\"\nhalfwidth = 1e-3";
+  expect_error(stop_toml("random", 100, "statistic = \"average(s_final)\"\nhalfwidth = 1e-3"),
+               "key 'stop.statistic': expected mean(COLUMN), median(COLUMN) or one of p01, p05, p25, p50, p75, p95, p99 of a column");
+  expect_error(stop_toml("random", 100, "statistic = \"mean(s_fnal)\"\nhalfwidth = 1e-3"),
+               "key 'stop.statistic': no results column 's_fnal' (did you mean 's_final'?)");
+  expect_error(stop_toml("random", 100, "statistic = \"mean(s_final)\""), "key 'stop': expected one target");
+  expect_error(stop_toml("random", 100, ok + "\nrel_halfwidth = 0.1"), "key 'stop': expected one target");
+  expect_error(stop_toml("random", 100, "statistic = \"mean(s_final)\"\nhalfwidth = -1"), "key 'stop.halfwidth': expected a half-width > 0");
+  expect_error(stop_toml("lhs", 100, ok), "key 'stop': needs sampling = \"random\" or \"sobol\"");
+  expect_error(stop_toml("sobol", 100, ok + "\nfirst = 20"), "key 'stop.first': expected a multiple of replicates = 8");
+  EXPECT_EQ(config(stop_toml("sobol", 10000, ok)).stop->first, 512);  // 64 points per replicate
+  EXPECT_EQ(config(stop_toml("random", 100, ok)).stop->first, 100);
+  EXPECT_EQ(config(stop_toml("random", 100, "statistic = \"median(s_final)\"\nrel_halfwidth = 0.01")).stop->percent, 50);
 }
 
 }  // namespace
