@@ -668,6 +668,9 @@ PYBIND11_MODULE(_core, m) {
     return x;
   });
   m.def("sobol_dimensions", &ukb::run::sobol_dimensions);
+  // The quantiles behind the intervals of summary.json (tested against SciPy's).
+  m.def("normal_quantile", &ukb::run::normal_quantile);
+  m.def("t_quantile", &ukb::run::t_quantile);
   m.def("status_names", [] {
     std::vector<std::string> v;
     for (int s = 0; ukb::is_valid_status(s); ++s) v.push_back(ukb::run::status_name(static_cast<ukb::Status>(s)));

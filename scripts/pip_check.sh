@@ -16,7 +16,10 @@
 #     with the same results.csv; with --against, that results.csv agrees
 #     with the first 40 rows of RESULTS_CSV (another build's run of the
 #     example's config) to 1e-9 relative (above 1) in every number;
-#  4. `python -m ukb.plot` draws that run's pictures (where matplotlib is).
+#  4. `python -m ukb.plot` draws that run's pictures (where matplotlib is);
+#  5. SALib from PyPI into the venv, and tests/python/test_run.py's test of
+#     ukb's sensitivity indices against SALib's on the same samples
+#     (docs/python.md's example; the suite's own Python has no SALib).
 #
 # --quick-compile builds the wheel at -O0 without CUDA (what scripts/test.sh
 # checks is the packaging, not the optimised code, which the suite's builds
@@ -112,4 +115,14 @@ if "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
   echo "== ukb: python -m ukb.plot: $(tail -n 1 plot.log)"
 else
   echo "== ukb: python -m ukb.plot not run: no matplotlib here"
+fi
+
+# SALib on ukb's [sensitivity] samples.
+if "$venv/bin/python" -m pip install -q SALib >"$work/salib.log" 2>&1; then
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$src/tests/python/test_run.py" -k salib >salib_test.log 2>&1 ||
+    { cat salib_test.log >&2; exit 1; }
+  grep -q "1 passed" salib_test.log || { echo "the SALib test did not run: $(tail -n 1 salib_test.log)" >&2; exit 1; }
+  echo "== ukb: SALib $("$venv/bin/python" -m pip show SALib | sed -n 's/^Version: //p') on ukb's sensitivity samples: $(tail -n 1 salib_test.log)"
+else
+  echo "== ukb: SALib check SKIPPED: SALib could not be installed from PyPI ($(tail -n 1 "$work/salib.log"))"
 fi

@@ -221,9 +221,10 @@ double draw(const Dist& d, std::uint64_t seed, std::uint64_t sample, std::uint32
 double normal_quantile(double p);
 
 /// Student's t distribution's quantile at p in [0.5, 1) for `dof` >= 1
-/// degrees of freedom: exact for 1 and 2, else the Cornish–Fisher
-/// expansion about the normal quantile to dof^-4 (Abramowitz and Stegun
-/// 26.7.5), within 0.2 % at 3 degrees of freedom and closer above.
+/// degrees of freedom: closed forms for 1 and 2; else the Cornish–Fisher
+/// expansion about the normal quantile (Abramowitz and Stegun 26.7.5)
+/// refined by Newton's method on the exact CDF (A&S 26.7.3-4) up to 1000
+/// degrees of freedom.
 double t_quantile(double p, long dof);
 
 /// The value of distribution d (not fixed, not an axis) at the point u of

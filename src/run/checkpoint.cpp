@@ -215,9 +215,9 @@ std::string config_identity(const std::string& config_json) {
   j.erase("config_file");
   j.erase("threads");
   if (j.contains("integrator")) j["integrator"].erase("chunk");  // results do not depend on it
-  if (j.contains("output")) {  // neither changes the results
+  if (j.contains("output")) {  // neither changes the results (confidence does where [stop] tests an interval)
     j["output"].erase("checkpoint_interval");
-    j["output"].erase("confidence");
+    if (!j.contains("stop")) j["output"].erase("confidence");
   }
   return dump(j);
 }

@@ -689,9 +689,9 @@ void parse_sampling(const Parser& P, const toml::table& root, Config& c) {
                  std::to_string(dims) + " random inputs; expected at most " + std::to_string(sobol_dimensions()) +
                  " (or sampling = \"random\" or \"lhs\")");
     if ((per_point + c.replicates - 1) / c.replicates > (1L << 32))
-      P.fail(s, "sampling",
+      P.fail(root.get("samples"), "samples",
              "sobol takes at most 2^32 points per replicate; expected samples at most 2^32 times replicates" +
-                 std::string(points > 1 ? " at each point of the sweep" : ""));
+                 std::string(points > 1 ? " at each point of the sweep" : "") + " (or more replicates)");
   }
 }
 
@@ -800,6 +800,14 @@ void parse_stop(const Parser& P, const toml::table& root, Config& c) {
   if (c.sampling == Sampling::lhs)
     P.fail(sn, "stop", "needs sampling = \"random\" or \"sobol\": a Latin hypercube is made for its number of samples and does not extend");
   if (!c.sensitivity.empty()) P.fail(sn, "stop", "is not available with [sensitivity]");
+  for (const Input* x : c.inputs())
+    if (x->dist.is_axis())
+      P.fail(sn, "stop", "is not available with sweep axes (values, grid): a check pools the points of a sweep; "
+                         "run one config per point");
+  if (c.sampling == Sampling::sobol && c.replicates < 2)
+    P.fail(root.get("replicates"), "replicates",
+           "[stop] with sobol needs at least 2 replicates (an interval rests on their spread); expected 16 or more, got " +
+               std::to_string(c.replicates));
   const long unit = c.sampling == Sampling::sobol ? c.replicates : 1;
   if (const toml::node* f = S.get("first")) {
     r.first = P.integer(*f, "stop.first", 2, c.samples);

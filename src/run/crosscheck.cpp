@@ -307,7 +307,7 @@ std::string CrosscheckReport::to_json() const {
 }
 
 std::vector<long> crosscheck_subset(const Config& c, std::span<const std::int32_t> status, long K) {
-  const long S = c.samples;
+  const long S = static_cast<long>(status.size());  // the samples run: c.samples, or fewer where [stop] ended the run
   std::vector<long> out;
   if (K <= 0) return out;
   if (S <= K) {

@@ -987,15 +987,10 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
   // [stop]: the checks the rows in the table allow, in order (each a
   // function of the rows before it alone, so the same for any chunk,
   // thread or rank count); where one meets the target, no more blocks are
-  // handed out and the table ends there. A resumed run checks again from
-  // the last check its rows allow (it may have been met already).
-  long stop_at = -1, check = -1;
-  if (c.stop) {
-    check = c.stop->first;
-    for (long k = check; k <= p.done && k < c.samples; k = next_check_after(c, k))
-      if (next_check_after(c, k) > p.done) check = k;
-    if (check > p.done) check = c.stop->first;
-  }
+  // handed out and the table ends there. A resumed run makes every check
+  // its rows allow again, from the first (a few: they double), so that its
+  // checks are those of a run that was not interrupted.
+  long stop_at = -1, check = c.stop ? c.stop->first : -1;
   auto checks = [&] {
     while (c.stop && stop_at < 0 && check <= p.done) {
       const std::array<double, 2> at = stop_statistic(c, table, static_cast<std::size_t>(check));
@@ -1051,7 +1046,7 @@ Work run_blocks(const Config& c, const ExecuteOptions& o, Plan& p, bool& planned
     ++own;
     merge();
     if (o.stop && o.stop->load() != 0) work.stop();
-    if (p.done < c.samples &&
+    if (p.done < c.samples && stop_at < 0 &&  // once [stop] is met the run ends at its check: no checkpoint past it
         std::chrono::duration<double>(Clock::now() - w.last_save).count() >= c.checkpoint_interval) {
       save_checkpoint(c, p);
       w.last_save = Clock::now();
@@ -1112,6 +1107,7 @@ nlohmann::json run_record(const Config& c, const ExecuteOptions& o, const std::s
   r["threads"] = c.backend == Backend::cpu ? thread_count(threads_of(c, o)) : 1;  // per rank
   r["seed"] = c.seed;
   r["samples"] = c.samples;
+  if (c.stop) r["samples_run"] = p.table.rows();  // where [stop] ended the run: fewer
   r["status_counts"] = sum["status_counts"];
   r["wall_seconds"] = wall_s;
   r["phase_seconds"] = phases.json();

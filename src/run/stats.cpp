@@ -424,7 +424,9 @@ nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::str
       "f_ABj)^2) / (2 V); V the variance of the A and B rows; intervals: +- z times the standard deviation of "
       "1000 bootstrap resamples of the base points";
   constexpr int resamples = 1000;
-  // The resamples' base points, shared by every output (the same draws).
+  // Resample b's k-th base point: a hash of (seed, b, k), the same for every
+  // output (made as needed: no table of resamples x base points).
+  const std::uint64_t key = mix64(c.seed ^ 0xB0075B0075ULL);
   std::vector<std::uint32_t> pick;
   for (const std::string& y : c.sensitivity) {
     const Column* col = nullptr;
@@ -478,17 +480,14 @@ nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::str
     };
     std::vector<double> first(d), total(d);
     o["variance"] = jnum(indices(nullptr, first, total));
-    if (pick.size() != static_cast<std::size_t>(resamples) * n) {
-      pick.resize(static_cast<std::size_t>(resamples) * n);
-      for (std::size_t b = 0; b < static_cast<std::size_t>(resamples); ++b)
-        for (std::size_t k = 0; k < n; ++k)
-          pick[b * n + k] = static_cast<std::uint32_t>(
-              std::min<double>(static_cast<double>(n) - 1, std::floor(uniform01(c.seed, b * n + k, 0xB0075u, 0, 0) *
-                                                                      static_cast<double>(n))));
-    }
+    pick.resize(n);
     std::vector<double> s1(d, 0), s1sq(d, 0), s2(d, 0), s2sq(d, 0), bf(d), bt(d);
     for (std::size_t b = 0; b < static_cast<std::size_t>(resamples); ++b) {
-      indices(pick.data() + b * n, bf, bt);
+      for (std::size_t k = 0; k < n; ++k)  // uniform on [0, n): the top 53 bits of the hash times n
+        pick[k] = static_cast<std::uint32_t>(std::min<double>(
+            static_cast<double>(n) - 1,
+            std::floor(static_cast<double>(mix64(key + b * n + k) >> 11) * 0x1.0p-53 * static_cast<double>(n))));
+      indices(pick.data(), bf, bt);
       for (std::size_t j = 0; j < d; ++j) {
         s1[j] += bf[j], s1sq[j] += bf[j] * bf[j];
         s2[j] += bt[j], s2sq[j] += bt[j] * bt[j];
@@ -549,6 +548,10 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
       {"fractions", "Wilson's score interval (status_intervals over every sample; a histogram's "
                     "fraction_intervals over its count)"}};
   if (design) sum["intervals"]["replicates"] = iv.replicates;
+  if (!c.sensitivity.empty())
+    sum["intervals"]["caveat"] =
+        "[sensitivity] arranges the samples in rows A, B, A_B^j of base points, which are not independent samples: "
+        "read the sensitivity indices from such a run, and the statistics and their intervals from a plain run";
   sum["statistics"] =
       "over the finite values of each observable; 'successful' takes the samples whose status is "
       "finished or at_rest, 'by_status' each status on its own (failed samples report their last "

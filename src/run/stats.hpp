@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <vector>
@@ -33,6 +34,10 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
 // column).
 nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>& rows, int bins,
                      std::vector<double>& scratch, const Intervals& iv = {});
+
+// SplitMix64's finaliser (sampling.cpp): a bijection of 64-bit words that
+// mixes every bit, for hashes of counters.
+std::uint64_t mix64(std::uint64_t z);
 
 // Wilson's score interval of a proportion k / n at confidence c.
 std::array<double, 2> wilson(long k, long n, double c);

@@ -3,6 +3,7 @@ a dict or as a file), and its Ctrl-C: KeyboardInterrupt, a checkpoint, and a
 resume that ends with the files of an uninterrupted run."""
 import filecmp
 import json
+import math
 import os
 import signal
 import tomllib
@@ -451,3 +452,22 @@ def test_sensitivity_indices_agree_with_salibs_on_the_same_samples():
     for j, x in enumerate(names):
         assert abs(ours["total"][x] - s["ST"][j]) <= 1e-9 * abs(s["ST"][j]) + 1e-12, x
         assert abs(ours["first"][x] - s["S1"][j]) <= s["S1_conf"][j], x
+
+
+def test_the_quantiles_behind_the_intervals_are_scipys():
+    """The normal and Student's t quantiles that summary.json's intervals use
+    (ukb._core) against scipy.stats.norm.ppf and t.ppf, at the levels and
+    degrees of freedom a run can ask for. SciPy 1.10's t.ppf is itself
+    good to about 4e-9 here (for one degree of freedom it is 1.5e-11 from
+    the Cauchy quantile tan(pi (p - 1/2)), which ukb's gives to the last
+    bits): the t quantiles are compared within 1e-8."""
+    stats = pytest.importorskip("scipy.stats")
+    for p in (0.5, 0.8, 0.95, 0.975, 0.995, 0.9995, 1 - 1e-9):
+        assert abs(ukb._core.normal_quantile(p) - stats.norm.ppf(p)) <= 4e-16 * max(1.0, abs(stats.norm.ppf(p))), p
+        if p > 0.9995:
+            continue  # confidence levels up to 0.999 for the t quantiles
+        for dof in (1, 2, 3, 4, 7, 15, 31, 200, 999, 1001, 5000):
+            want = stats.t.ppf(p, dof)
+            assert abs(ukb._core.t_quantile(p, dof) - want) <= 1e-8 * max(1.0, abs(want)), (p, dof)
+        assert abs(ukb._core.t_quantile(p, 1) - math.tan(math.pi * (p - 0.5))) <= 4e-16 * math.tan(math.pi * (p - 0.5)) + 1e-300
+        assert abs(ukb._core.t_quantile(p, 2) - (2 * p - 1) / math.sqrt(2 * p * (1 - p))) <= 1e-15 * max(1.0, ukb._core.t_quantile(p, 2))

@@ -194,6 +194,19 @@ TEST(SamplingDesigns, SobolPointsAndTheirOwenScramblesAreNets) {
       EXPECT_GT(low, N - 8);
     }
   }
+  // Points past 2^degree, where the recurrence of the direction numbers
+  // makes them, in dimensions of degree 3, 4, 7 and 8: SciPy 1.10's
+  // qmc.Sobol(40, scramble=False, bits=30), points 100, 513, 777, 1023,
+  // times 2^30 (SciPy builds them from Joe and Kuo's table by code of its
+  // own; tests/python/test_run.py compares whole sequences where SciPy is).
+  const std::map<int, std::vector<std::uint64_t>> scipy = {{3, {780140544, 527433728, 294649856, 156237824}},
+                                                           {6, {25165824, 122683392, 204472320, 149946368}},
+                                                           {20, {813694976, 1024458752, 254803968, 930086912}},
+                                                           {39, {142606336, 59768832, 384827392, 749731840}}};
+  for (const auto& [dim, want] : scipy) {
+    const std::uint64_t at[] = {100, 513, 777, 1023};
+    for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(run::sobol_bits(at[k], dim), want[k] << 22) << dim << " " << at[k];
+  }
   // Two keys, two scrambles; one key, the same scramble.
   EXPECT_NE(run::owen_scramble(run::sobol_bits(5, 2), 11), run::owen_scramble(run::sobol_bits(5, 2), 12));
   EXPECT_EQ(run::owen_scramble(run::sobol_bits(5, 2), 11), run::owen_scramble(run::sobol_bits(5, 2), 11));
@@ -618,18 +631,28 @@ TEST(SamplingStop, AnUnmetTargetRunsEverySampleAndAResumedRunStopsWhereAnUninter
   }
   // Interrupted after its first chunk, resumed with another chunk size: the
   // files of the run that was not interrupted.
+  // Interrupted after its third chunk (past the first check), resumed with
+  // another chunk size: the files and the checks of the run that was not
+  // interrupted. A checkpoint after every chunk: none is written past the
+  // check that meets the target.
   Config c = config(stop_toml("sobol", 100000, "statistic = \"mean(t_stop)\"\nhalfwidth = 2e-5"));
   c.chunk = 300;
+  c.checkpoint_interval = 0;
   const fs::path whole = run_into(c, "stop_whole");
+  const nlohmann::json want = nlohmann::json::parse(slurp(whole / "summary.json"))["stop"];
+  ASSERT_GE(want["checks"].size(), 3u);
   const fs::path dir = unique_path("stop_cut");
   std::atomic<int> stop{0};
-  ASSERT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = 1; }}).interrupted);
+  int chunks = 0;
+  ASSERT_TRUE(run::execute(c, {.out_dir = dir.string(), .stop = &stop, .after_chunk = [&](long) { stop = ++chunks >= 3 ? 1 : 0; }})
+                  .interrupted);
+  EXPECT_EQ(run::read_checkpoint(dir / "checkpoint.ukb").header.done, 900);
   c.chunk = 1024;
   const run::Outcome r = run::execute(c, {.out_dir = dir.string(), .resume = true});
   EXPECT_TRUE(r.stop_met);
   EXPECT_EQ(slurp(dir / "results.csv"), slurp(whole / "results.csv"));
-  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "summary.json"))["stop"]["samples"],
-            nlohmann::json::parse(slurp(whole / "summary.json"))["stop"]["samples"]);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "summary.json"))["stop"], want);
+  EXPECT_FALSE(fs::exists(dir / "checkpoint.ukb"));
 }
 
 TEST(SamplingStop, TheConfigSaysWhatAStopRuleTakes) {
@@ -645,6 +668,16 @@ TEST(SamplingStop, TheConfigSaysWhatAStopRuleTakes) {
   expect_error(stop_toml("sobol", 100, ok + "\nfirst = 20"), "key 'stop.first': expected a multiple of replicates = 8");
   EXPECT_EQ(config(stop_toml("sobol", 10000, ok)).stop->first, 512);  // 64 points per replicate
   EXPECT_EQ(config(stop_toml("random", 100, ok)).stop->first, 100);
+  std::string one = stop_toml("sobol", 1000, ok);
+  one.replace(one.find("replicates = 8"), 14, "replicates = 1");
+  expect_error(one, "key 'replicates': [stop] with sobol needs at least 2 replicates");
+  std::string axis = stop_toml("random", 1000, ok);
+  axis.replace(axis.find("alpha = 0.1"), 11, "alpha = [0.1, 0.12]");
+  expect_error(axis, "key 'stop': is not available with sweep axes");
+  // The level decides where a run with [stop] ends: a resume keeps it.
+  const std::string base = stop_toml("random", 1000, ok);
+  EXPECT_NE(run::config_identity(config(base).to_json()),
+            run::config_identity(config(std::string(base).replace(base.find("histogram_bins"), 0, "confidence = 0.9\n")).to_json()));
   EXPECT_EQ(config(stop_toml("random", 100, "statistic = \"median(s_final)\"\nrel_halfwidth = 0.01")).stop->percent, 50);
 }
 
