@@ -59,6 +59,9 @@ struct Dist {
 
   /// A sweep axis (values, grid): samples walk through its points.
   bool is_axis() const { return kind == Kind::values || kind == Kind::grid; }
+  /// Drawn at random (uniform, normal, lognormal): a dimension of the
+  /// sampling designs and of [sensitivity].
+  bool is_random() const { return kind != Kind::fixed && !is_axis(); }
   /// Number of points of an axis.
   long axis_size() const;
   /// Point k of an axis.
@@ -174,6 +177,8 @@ struct Config {
 
   /// Every input in canonical order: params, then initial.
   std::vector<const Input*> inputs() const;
+  /// How many inputs are drawn at random (Dist::is_random).
+  long random_inputs() const;
   /// The config key of input k of inputs(): "params.mu", "initial.theta",
   /// or for a raw initial state "initial.q[j]" / "initial.qd[j]".
   std::string input_key(std::size_t k) const;

@@ -701,8 +701,7 @@ int cmd_run(const RunArgs& a) {
   const ukb::run::Config& c = *loaded;
   warn_of_size(c);
   if (!c.sensitivity.empty() && !a.quiet) {  // the cost of the indices, before the run
-    long d = 0;
-    for (const ukb::run::Input* x : c.inputs()) d += x->dist.kind != ukb::run::Dist::Kind::fixed;
+    const long d = c.random_inputs();
     std::cerr << "ukb run: [sensitivity] over " << d << " random inputs: " << c.samples / (d + 2)
               << " base points x (d + 2) = " << c.samples << " samples\n";
   }

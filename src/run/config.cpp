@@ -666,11 +666,9 @@ void parse_sampling(const Parser& P, const toml::table& root, Config& c) {
     return;
   }
   long points = 1;  // of the sweep
-  int dims = 0;     // the random inputs: the design's dimensions
-  for (const Input* x : c.inputs()) {
+  for (const Input* x : c.inputs())
     if (x->dist.is_axis()) points *= x->dist.axis_size();
-    else if (x->dist.kind != Dist::Kind::fixed) ++dims;
-  }
+  const long dims = c.random_inputs();  // the design's dimensions
   const long per_point = (c.samples + points - 1) / points;  // samples at the first sweep point
   if (r) {
     c.replicates = P.integer(*r, "replicates", 1, 1L << 20);
@@ -729,12 +727,10 @@ void parse_sensitivity(const Parser& P, const toml::table& root, Config& c) {
     }
     if (std::find(c.sensitivity.begin(), c.sensitivity.end(), name) == c.sensitivity.end()) c.sensitivity.push_back(name);
   }
-  long d = 0;
-  for (const Input* x : c.inputs()) {
+  for (const Input* x : c.inputs())
     if (x->dist.is_axis())
       P.fail(sn, "sensitivity", "needs every input a value or a distribution; a sweep axis (values, grid) is not one");
-    d += x->dist.kind != Dist::Kind::fixed;
-  }
+  const long d = c.random_inputs();
   if (d < 2)
     P.fail(sn, "sensitivity",
            "needs two or more random inputs (uniform, normal, lognormal); this config has " + std::to_string(d));

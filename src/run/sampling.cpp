@@ -349,8 +349,7 @@ void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint
       axis_index = rest % in[k]->dist.axis_size();
       rest /= in[k]->dist.axis_size();
     }
-    const bool placed = (c.sampling != Sampling::random || !c.sensitivity.empty()) &&
-                        in[k]->dist.kind != Dist::Kind::fixed && !in[k]->dist.is_axis();
+    const bool placed = (c.sampling != Sampling::random || !c.sensitivity.empty()) && in[k]->dist.is_random();
     if (!placed) out[k] = draw(in[k]->dist, c.seed, sample, static_cast<std::uint32_t>(k), axis_index);
   }
   if (!c.sensitivity.empty()) {
@@ -360,11 +359,11 @@ void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint
     // design (random: Philox uniforms of g; sobol: point g / R of replicate
     // g mod R). Row 0 takes A, row 1 B, row 2 + j A with input j from B.
     std::uint64_t d = 0;
-    for (const Input* x : in) d += x->dist.kind != Dist::Kind::fixed;
+    for (const Input* x : in) d += x->dist.is_random();
     const std::uint64_t g = sample / (d + 2), row = sample % (d + 2), R = std::max<std::uint64_t>(1, c.replicates);
     std::uint64_t j = 0;
     for (std::size_t k = 0; k < in.size(); ++k) {
-      if (in[k]->dist.kind == Dist::Kind::fixed) continue;
+      if (!in[k]->dist.is_random()) continue;
       const bool from_b = row == 1 || row == 2 + j;
       const int dim = static_cast<int>(from_b ? d + j : j);
       const double u = c.sampling == Sampling::sobol ? sobol_unit(c.seed, g % R, g / R, dim)
@@ -387,7 +386,7 @@ void draw_inputs(const Config& c, const std::vector<const Input*>& in, std::uint
   int dim = 0;
   for (std::size_t k = 0; k < in.size(); ++k) {
     const Dist& d = in[k]->dist;
-    if (d.kind == Dist::Kind::fixed || d.is_axis()) continue;
+    if (!d.is_random()) continue;
     double u;
     if (c.sampling == Sampling::sobol) {
       u = sobol_unit(c.seed, r, point, dim);
@@ -406,6 +405,12 @@ std::string Config::input_key(std::size_t k) const {
   const std::size_t j = k - params.size(), n = model ? static_cast<std::size_t>(model->n) : 0;
   if (!raw_initial) return "initial." + initial[j].name;
   return j < n ? "initial.q[" + std::to_string(j) + "]" : "initial.qd[" + std::to_string(j - n) + "]";
+}
+
+long Config::random_inputs() const {
+  long d = 0;
+  for (const Input* x : inputs()) d += x->dist.is_random();
+  return d;
 }
 
 std::vector<const Input*> Config::inputs() const {

@@ -175,12 +175,10 @@ Intervals Intervals::of(const Config& c) {
   iv.confidence = c.confidence;
   if (c.sampling != Sampling::random) {
     iv.replicates = c.replicates;
-    long d = 0;
-    for (const Input* x : c.inputs()) {
+    for (const Input* x : c.inputs())
       if (x->dist.is_axis()) iv.points *= x->dist.axis_size();
-      d += x->dist.kind != Dist::Kind::fixed;
-    }
-    if (!c.sensitivity.empty()) iv.points = d + 2;  // the rows of a base point share its replicate (no axes there)
+    // [sensitivity] (no axes there): the d + 2 rows of a base point share its replicate
+    if (!c.sensitivity.empty()) iv.points = c.random_inputs() + 2;
   }
   return iv;
 }
@@ -379,9 +377,7 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
 
 std::array<double, 2> stop_statistic(const Config& c, const Table& t, std::size_t n) {
   const double none = std::nan("");
-  const Column* col = nullptr;
-  for (const Column& k : t.cols)
-    if (k.name == c.stop->column) col = &k;
+  const Column* col = t.find(c.stop->column);
   if (!col) return {none, none};
   std::vector<double> converted;
   if (col->integer) converted.assign(col->i.begin(), col->i.begin() + static_cast<std::ptrdiff_t>(n));
@@ -413,7 +409,7 @@ namespace {
 nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::string>& lines) {
   std::vector<std::string> names;
   for (const Input* x : c.inputs())
-    if (x->dist.kind != Dist::Kind::fixed) names.push_back(x->name);
+    if (x->dist.is_random()) names.push_back(x->name);
   const std::size_t d = names.size(), G = t.rows() / (d + 2);
   const double z = normal_quantile((1 + c.confidence) / 2);
   nlohmann::json out;
@@ -429,9 +425,7 @@ nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::str
   const std::uint64_t key = mix64(c.seed ^ 0xB0075B0075ULL);
   std::vector<std::uint32_t> pick;
   for (const std::string& y : c.sensitivity) {
-    const Column* col = nullptr;
-    for (const Column& k : t.cols)
-      if (k.name == y) col = &k;
+    const Column* col = t.find(y);
     if (!col) continue;
     auto value = [&](std::size_t row) { return col->integer ? static_cast<double>(col->i[row]) : col->d[row]; };
     std::vector<double> fa, fb;

@@ -53,6 +53,12 @@ struct Table {
 
   /// Rows done.
   std::size_t rows() const { return status.size(); }
+  /// The column named `name`, or null.
+  const Column* find(const std::string& name) const {
+    for (const Column& col : cols)
+      if (col.name == name) return &col;
+    return nullptr;
+  }
 };
 
 /// The table of a run of c (columns, with room for every sample).
