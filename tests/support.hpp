@@ -92,6 +92,21 @@ struct Gen<models::InclineBlock<double>> {
   }
 };
 
+template <>
+struct Gen<models::PuckIncline<double>> {
+  using Mo = models::PuckIncline<double>;
+  static Sample<Mo> consistent(Rng& r) {
+    Sample<Mo> s;
+    s.p = {r.uniform(0.5, 2), r.uniform(0.1, 1.2), r.uniform(5, 15), r.uniform(0, 1), r.uniform(1e-4, 1e-2)};
+    // On the plane z = 0, sliding in it at a speed of 1 to 3 (friction takes
+    // at most 15 m/s^2 here: no stop within the tests' short runs).
+    const double speed = r.uniform(1, 3), heading = r.uniform(-M_PI, M_PI);
+    s.q = VectorXd{{r.uniform(-3, 3), r.uniform(-3, 3), 0.0}};
+    s.qd = VectorXd{{speed * std::sin(heading), speed * std::cos(heading), 0.0}};
+    return s;
+  }
+};
+
 template <int K>
 struct Gen<models::PlanarChain<double, K>> {
   using Mo = models::PlanarChain<double, K>;

@@ -339,6 +339,8 @@ struct Units {
       p.R *= L, p.g *= L, state = L;
     } else if constexpr (std::is_same_v<Mo, models::InclineBlock<double>>) {
       p.g *= L, state = L;
+    } else if constexpr (std::is_same_v<Mo, models::PuckIncline<double>>) {
+      p.g *= L, state = L;  // the look-ahead is a time
     } else if constexpr (std::is_same_v<Mo, models::RedundantPendulum<double>> ||
                          std::is_same_v<Mo, models::PlanarChain3<double>> ||
                          std::is_same_v<Mo, models::PlanarChain6<double>> ||

@@ -4,8 +4,7 @@
 // the CPU. Compared with the CPU backend: identical bits expected (same
 // kernels, same compiler), at sizes that do not divide the block size.
 #include "engine_support.hpp"
-#include "puck_incline.hpp"  // examples/models: model files, not built-in models
-#include "spring_block.hpp"
+#include "spring_block.hpp"  // examples/models: a model file, not a built-in model
 #include "ukb/backends.hpp"
 #include "ukb/cuda/launch.hpp"
 
@@ -189,11 +188,11 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
   EXPECT_GT(at_rest, N / 2) << "guard: the stick-slip events happened";
 }
 
-TEST(CudaEmulation, ASurfaceModelFileMatchesCpuBackendBitwiseWithBothMethods) {
-  // examples/models/puck_incline.hpp: friction against a 2-D sliding
+TEST(CudaEmulation, ASurfaceModelMatchesCpuBackendBitwiseWithBothMethods) {
+  // puck_incline: friction against a 2-D sliding
   // velocity, its stops found by ukb::friction's event and finished by its
   // handler (which moves the time), under RK4 and dopri5.
-  using Mo = PuckIncline<double>;
+  using Mo = models::PuckIncline<double>;
   const int N = 67;
   for (Method method : {Method::rk4, Method::dopri5}) {
     SCOPED_TRACE(method == Method::rk4 ? "rk4" : "dopri5");

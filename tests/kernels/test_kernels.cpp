@@ -594,7 +594,7 @@ TEST(Kernels, DiagonalMassModelsEvaluateAsTheirDenseSelves) {
       }
     }
   });
-  EXPECT_EQ(models, sanitized ? 4 : 9)
+  EXPECT_EQ(models, sanitized ? 4 : 10)
       << "every built-in model with a diagonal M gives it (all but two_link_arm and rolling_sphere; ModelKinds' but "
          "rolling_sphere under the sanitizers)";
 }

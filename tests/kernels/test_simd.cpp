@@ -208,6 +208,47 @@ TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
   EXPECT_GT(stops.size(), 30u) << "guard: lanes refilled after stops at many different steps";
 }
 
+// The puck on the rough incline until it stops: friction against a 2-D
+// sliding velocity, its stop event (ukb::friction::stop_event, branch-free
+// through pick) evaluated on packs, and its handler (finish_stop, which
+// moves the time) per lane; with RK4 and Dormand–Prince, in double and float.
+template <class T>
+void puck_lanes_stop_as_one_system_at_a_time(Method method) {
+  using Mo = models::PuckIncline<T>;
+  const int N = sanitized ? 61 : 203;
+  RandomBatch<models::PuckIncline, T> lanes(N, 11), one(N, 11);
+  for (int i = 0; i < N; ++i) {
+    auto s = lanes.samples[std::size_t(i)];
+    // k = mu / tan(alpha) from 0.5 (slides on) to 3 (stops within the run).
+    s.p.mu = std::tan(s.p.alpha) * (0.5 + 2.5 * i / N);
+    s.p.lookahead = 1e-3;
+    lanes.set(i, s), one.set(i, s);
+  }
+  RunOptions run{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 2.0};
+  if (method == Method::dopri5) {
+    run.rtol = 1e-8;
+    run.atol = {1e-10};
+  }
+  integrate(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = true});
+  integrate(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
+  EXPECT_EQ(mismatches<Mo>(lanes.batch, one.batch), 0);
+  int rest = 0;
+  std::set<long> stops;
+  for (int i = 0; i < N; ++i)
+    if (lanes.batch.status(i) == Status::at_rest) ++rest, stops.insert(lanes.batch.steps(i));
+  EXPECT_GT(rest, N / 3) << "guard: many pucks stopped";
+  EXPECT_LT(rest, N) << "guard: not all of them";
+  EXPECT_GT(stops.size(), std::size_t(rest / 4)) << "guard: lanes stopped at many different steps";
+}
+
+TEST(Simd, SurfaceFrictionStopsInLanesAsOneSystemAtATime) {
+  for (Method method : {Method::rk4, Method::dopri5}) {
+    SCOPED_TRACE(method == Method::rk4 ? "rk4" : "dopri5");
+    puck_lanes_stop_as_one_system_at_a_time<double>(method);
+    puck_lanes_stop_as_one_system_at_a_time<float>(method);
+  }
+}
+
 template <class T>
 void pinv_lanes_take_their_own_route() {
   // 8 doubles or 16 floats whatever the backend's lane width: the lane

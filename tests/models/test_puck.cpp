@@ -1,5 +1,5 @@
-// Tier 4: a model of the user's own that slides in two dimensions
-// (examples/models/puck_incline.hpp) against the closed forms of the puck on
+// Tier 4: the built-in model that slides in two dimensions
+// (include/ukb/models/puck_incline.hpp) against the closed forms of the puck on
 // a rough incline, derived in the test from Newton's law in the plane: with
 // a = g sin(alpha), k = mu / tan(alpha), speed v and heading phi (from
 // straight down the slope),
@@ -20,15 +20,15 @@
 #include <numbers>
 #include <vector>
 
-#include "puck_incline.hpp"  // examples/models: a model file, not a built-in model
 #include "support.hpp"
 #include "ukb/backends.hpp"
 #include "ukb/engine.hpp"
+#include "ukb/models/puck_incline.hpp"
 
 namespace ukb::test {
 namespace {
 
-using Puck = PuckIncline<double>;
+using Puck = models::PuckIncline<double>;
 // Its handler finishes the stop in closed form, moving the time: the run
 // loops check the time it leaves.
 static_assert(HandlerMovesTime<Puck>);

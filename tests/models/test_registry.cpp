@@ -27,6 +27,8 @@ const std::map<std::string, Spec>& specs() {
       {"nonholonomic_particle",
        {3, 1, {"x", "y", "z"}, {{"m", 1}, {"a0", 0.1}, {"fx", 0}, {"fy", 0}, {"fz", -9.81}}}},
       {"incline_block", {2, 1, {"x", "y"}, {{"m", 1}, {"alpha", 0.5}, {"g", 9.81}, {"mu", 0.3}}}},
+      {"puck_incline",
+       {3, 1, {"x", "y", "z"}, {{"m", 1}, {"alpha", 0.3}, {"g", 9.81}, {"mu", 0.5}, {"lookahead", 1e-3}}}},
       {"planar_chain_3",
        {6, 3, {"x1", "y1", "x2", "y2", "x3", "y3"}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
       {"planar_chain_6", {12, 6, {}, {{"m", 1}, {"l", 1}, {"g", 9.81}, {"c", 0}}}},
@@ -97,7 +99,7 @@ TEST(Registry, ParameterRangesFollowTheirDescriptionsAndAdmitTheDefaults) {
       EXPECT_FALSE(p.admits(std::numeric_limits<double>::quiet_NaN()));
       const bool mass_or_length = p.name == "m" || p.name == "m1" || p.name == "m2" || p.name == "R" ||
                                   p.name == "l" || p.name == "l1" || p.name == "l2" || p.name == "r" ||
-                                  p.name == "I" || p.name == "Ith" || p.name == "Jph";
+                                  p.name == "I" || p.name == "Ith" || p.name == "Jph" || p.name == "lookahead";
       if (mass_or_length) {
         ++positive;
         EXPECT_FALSE(p.admits(0.0));
@@ -279,7 +281,7 @@ TEST(Registry, EveryBuiltinDiagonalAndColumnsAgreeWithItsDenseSelf) {
       }
     }
   }
-  EXPECT_EQ(diagonal, 9) << "all but two_link_arm and rolling_sphere";
+  EXPECT_EQ(diagonal, 10) << "all but two_link_arm and rolling_sphere";
   EXPECT_EQ(columns, 3) << "the chains of 3, 6 and 12 links";
 }
 

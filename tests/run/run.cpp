@@ -192,6 +192,58 @@ TEST(Run, AdaptiveStepsRecordTrajectoriesAtFixedTimesFromTheDenseOutput) {
   }
 }
 
+TEST(Run, RecordedRowsStopWhereAHandlerJumpsTheTimeAndFollowThePath) {
+  // record_dt with a handler that moves the time: the puck's stop event
+  // fires `lookahead` ahead of the stop and finish_stop jumps to it. With a
+  // look-ahead of 0.05 s every jump spans one output time of 0.02 s at
+  // least. Rows: every multiple of 0.02 s up to the step that ended at the
+  // event (none in the jumped stretch, whose length the closed forms bound
+  // by lookahead k / (k - 1), k = mu / tan(alpha)), then the rest; each
+  // row on the puck's path: k v + y' = k v0 + y'0 + a (1 - k^2) t
+  // (docs/models.md) and on the plane.
+  const std::string toml =
+      "model = \"puck_incline\"\nsamples = 6\nseed = 5\n[integrator]\nmethod = \"dopri5\"\nrtol = 1e-10\n"
+      "atol = 1e-12\nt_end = 3.0\n[params]\nalpha = 0.3\nlookahead = 0.05\n"
+      "mu = { dist = \"uniform\", min = 0.45, max = 0.9 }\n[initial]\nspeed = 2.0\nheading = 1.5\n";
+  const fs::path dir = run_into(config(toml + "[output]\nrecord = [0, 1, 2, 3, 4, 5]\nrecord_dt = 0.02\n"), "rec");
+  EXPECT_EQ(slurp(dir / "results.csv"), slurp(run_into(config(toml), "plain") / "results.csv"));
+  const Csv tr(dir / "trajectories.csv"), res(dir / "results.csv");
+  const double alpha = 0.3, a = 9.81 * std::sin(alpha), v0 = 2.0, heading = 1.5, dt = 0.02;
+  double worst_path = 0;
+  int jumped_outputs = 0;
+  for (long s = 0; s < 6; ++s) {
+    SCOPED_TRACE("sample " + std::to_string(s));
+    const double k = res.num("mu")[std::size_t(s)] / std::tan(alpha), t_stop = res.num("t_stop")[std::size_t(s)];
+    EXPECT_EQ(res.text("status")[std::size_t(s)], "at_rest");
+    std::vector<double> ts;
+    std::string last;
+    for (const auto& row : tr.rows) {
+      if (std::stol(row[tr.at("sample")]) != s) continue;
+      const double t = std::strtod(row[tr.at("t")].c_str(), nullptr);
+      const double xd = std::strtod(row[tr.at("qd_x")].c_str(), nullptr);
+      const double yd = std::strtod(row[tr.at("qd_y")].c_str(), nullptr);
+      const double z = std::strtod(row[tr.at("q_z")].c_str(), nullptr);
+      ts.push_back(t);
+      last = row[tr.at("status")];
+      if (last == "running") {
+        const double lhs = k * std::hypot(xd, yd) + yd, rhs = k * v0 + v0 * std::cos(heading) + a * (1 - k * k) * t;
+        worst_of(worst_path, std::abs(lhs - rhs) + std::abs(z));
+      }
+    }
+    ASSERT_GE(ts.size(), 3u);
+    EXPECT_EQ(last, "at_rest");
+    EXPECT_EQ(ts.back(), t_stop);
+    const long K = long(ts.size()) - 2;  // rows at 0, dt, ..., K dt, then the rest
+    for (long j = 0; j <= K; ++j) EXPECT_EQ(ts[std::size_t(j)], dt * double(j)) << j;
+    const long left_out = long(std::floor(t_stop / dt)) - K;
+    EXPECT_GE(left_out, 1) << "the jumped stretch spans an output time";
+    EXPECT_GT(dt * double(K + 1), t_stop - 0.05 * k / (k - 1)) << "only outputs in the jumped stretch left out";
+    jumped_outputs += int(left_out);
+  }
+  EXPECT_LT(worst_path, 1e-6);
+  EXPECT_GE(jumped_outputs, 6);
+}
+
 TEST(Run, AnEventFunctionThatIsNaNFailsTheSampleOnEveryBackend) {
   // A ring of radius 1e-200: x^2 + y^2 underflows to 0 and the bead's event
   // function (its sliding velocity, divided by the radius) is 0/0. Each

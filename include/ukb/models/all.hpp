@@ -10,6 +10,7 @@
 #include "ukb/models/incline_block.hpp"
 #include "ukb/models/nonholonomic_particle.hpp"
 #include "ukb/models/planar_chain.hpp"
+#include "ukb/models/puck_incline.hpp"
 #include "ukb/models/redundant_pendulum.hpp"
 #include "ukb/models/rolling_disk.hpp"
 #include "ukb/models/rolling_sphere.hpp"
@@ -20,9 +21,9 @@
 /// loops over models derive: X(A, Template) for each model template, S()
 /// between two entries (A is passed through).
 #define UKB_BUILTIN_MODELS(X, S, A)                                                                 \
-  X(A, BeadOnRing) S() X(A, NonholonomicParticle) S() X(A, InclineBlock) S() X(A, PlanarChain3) S() \
-  X(A, PlanarChain6) S() X(A, PlanarChain12) S() X(A, RedundantPendulum) S() X(A, TwoLinkArm) S()   \
-  X(A, ChaplyginSleigh) S() X(A, RollingDisk) S() X(A, RollingSphere)
+  X(A, BeadOnRing) S() X(A, NonholonomicParticle) S() X(A, InclineBlock) S() X(A, PuckIncline) S()  \
+  X(A, PlanarChain3) S() X(A, PlanarChain6) S() X(A, PlanarChain12) S() X(A, RedundantPendulum) S() \
+  X(A, TwoLinkArm) S() X(A, ChaplyginSleigh) S() X(A, RollingDisk) S() X(A, RollingSphere)
 
 namespace ukb::models {
 
