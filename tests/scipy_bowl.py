@@ -126,7 +126,10 @@ def main():
     if len(sys.argv) > 3:
         os.environ["UKB_CACHE_DIR"] = sys.argv[3]
     os.makedirs(work, exist_ok=True)
-    dp = 'method = "dopri5"\nrtol = 1e-12\natol = 1e-14\nevent_tol = 1e-12'
+    # (max_steps far above the stops' needs: a stop that is never found ends
+    # the run at a step limit, which the checks below fail, instead of an
+    # adaptive crawl towards it.)
+    dp = 'method = "dopri5"\nrtol = 1e-12\natol = 1e-14\nevent_tol = 1e-12\nmax_steps = 200000'
     before = ukb_run(ukb, work, "before", f"{dp}\nt_end = {T_BEFORE}")
     full = ukb_run(ukb, work, "full", f"{dp}\nt_end = {T_END}")
     rk4 = ukb_run(ukb, work, "rk4", f'method = "rk4"\ndt = 1e-3\nt_end = {T_END}')

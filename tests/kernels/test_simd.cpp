@@ -224,7 +224,10 @@ void puck_lanes_stop_as_one_system_at_a_time(Method method) {
     s.p.lookahead = 1e-3;
     lanes.set(i, s), one.set(i, s);
   }
-  RunOptions run{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 2.0};
+  // (A step budget far above the runs' needs, 2000 RK4 steps or about 200
+  // Dormand–Prince ones: a stop event that never fires ends the test in
+  // seconds, not in an adaptive crawl towards the stops.)
+  RunOptions run{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 2.0, .max_steps = 20000};
   if (method == Method::dopri5) {
     run.rtol = 1e-8;
     run.atol = {1e-10};
