@@ -707,6 +707,25 @@ TEST(Examples, TheSleighConfigRunsAndItsEnergyGoesOnlyToTheBlade) {
   EXPECT_GT(resisted, 150);
 }
 
+// The puck's example config: every puck launched across the slope (y'0 = 0)
+// at v0 = 2 m/s with k = mu / tan(alpha) > 1 rests at
+// t = k v0 / (g sin(alpha) (k^2 - 1)) (docs/models.md), found and finished
+// by the friction helpers.
+TEST(Examples, ThePuckConfigStopsEveryPuckWhenItsClosedFormSays) {
+  Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/models/puck_incline.toml");
+  c.samples = 200;
+  const auto rows = read_csv(run_into(c, "puck") / "results.csv");
+  const double alpha = 0.3, a = 9.81 * std::sin(alpha), v0 = 2.0;
+  double worst = 0;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("status"), "at_rest");
+    const double k = std::stod(row.at("mu")) / std::tan(alpha);
+    worst_of(worst, std::abs(std::stod(row.at("t_stop")) - k * v0 / (a * (k * k - 1))));
+  }
+  EXPECT_EQ(rows.size(), 200u);
+  EXPECT_LT(worst, 1e-8);
+}
+
 // The demo's config (fewer samples, smaller chunks): stopped after its second
 // chunk and resumed, it gives the uninterrupted run's results.csv.
 // The demo config's outputs on the cpu backend's SIMD lanes (lanes refilled
