@@ -8,7 +8,7 @@
 #  2. a fresh venv (python3 -m venv --system-site-packages: numpy from the
 #     system where it has it) and `pip install` of that wheel;
 #  3. from another directory: the `ukb` command and `python -m ukb` print the
-#     version of CMakeLists.txt and the eleven built-in models; `import ukb`
+#     version of CMakeLists.txt and every built-in model of UKB_BUILTIN_MODELS; `import ukb`
 #     is the installed package; the model file
 #     examples/models/rotating_hoop.hpp compiled against the installed
 #     headers and library (the wheel's toolchain record) and run (the first
@@ -63,13 +63,15 @@ echo "== ukb: pip wheel . and pip install of $(basename "$wheel") into a fresh v
 
 cd "$work"
 version=$(sed -nE 's/^project\(ukb VERSION ([0-9.]+).*/\1/p' "$src/CMakeLists.txt")
+# The built-in models as the source lists them (UKB_BUILTIN_MODELS).
+models=$(sed -n '/^#define UKB_BUILTIN_MODELS/,/^$/p' "$src/include/ukb/models/all.hpp" | grep -o 'X(A, ' | wc -l)
 for cmd in "$venv/bin/ukb" "$venv/bin/python -m ukb"; do
   out=$($cmd --version)
   [ "$out" = "ukb $version" ] || { echo "'$cmd --version' printed '$out', not 'ukb $version'" >&2; exit 1; }
   n=$($cmd models --json | "$venv/bin/python" -c 'import json, sys; print(len(json.load(sys.stdin)))')
-  [ "$n" = 11 ] || { echo "'$cmd models --json' listed $n models, not 11" >&2; exit 1; }
+  [ "$n" = "$models" ] || { echo "'$cmd models --json' listed $n models, not the $models of UKB_BUILTIN_MODELS" >&2; exit 1; }
 done
-echo "== ukb: the ukb command and python -m ukb: ukb $version, 11 built-in models"
+echo "== ukb: the ukb command and python -m ukb: ukb $version, $models built-in models"
 
 # The example's first 40 samples (sample i depends on the seed and i alone).
 cp -r "$src/examples/models" "$work/models"

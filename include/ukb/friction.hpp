@@ -245,8 +245,8 @@ inline constexpr int stop_ramp = 64;
 /// or within the look-ahead has its handler consulted before its first
 /// step, and a step from a state at 0 (the handler let the mass slide on
 /// from rest) is taken unchecked. Written with `pick`, without branches on
-/// values, for the SIMD packs of a model's `rebind` (no built-in model uses
-/// it on packs yet).
+/// values, for the SIMD packs of a model's `rebind` (the built-in
+/// puck_incline's).
 template <class Mo, class T>
 UKB_HD inline T stop_event(const T* q, const T* qd, T t, const typename Mo::Params& p, T mu, T lookahead) {
   detail::Contact<Mo, T> c;

@@ -97,10 +97,11 @@ TEST(Registry, ParameterRangesFollowTheirDescriptionsAndAdmitTheDefaults) {
       SCOPED_TRACE(m.name + "." + p.name);
       EXPECT_TRUE(p.admits(p.default_value));
       EXPECT_FALSE(p.admits(std::numeric_limits<double>::quiet_NaN()));
-      const bool mass_or_length = p.name == "m" || p.name == "m1" || p.name == "m2" || p.name == "R" ||
+      // Masses, lengths, moments of inertia and the puck's look-ahead (a time).
+      const bool positive_quantity = p.name == "m" || p.name == "m1" || p.name == "m2" || p.name == "R" ||
                                   p.name == "l" || p.name == "l1" || p.name == "l2" || p.name == "r" ||
                                   p.name == "I" || p.name == "Ith" || p.name == "Jph" || p.name == "lookahead";
-      if (mass_or_length) {
+      if (positive_quantity) {
         ++positive;
         EXPECT_FALSE(p.admits(0.0));
         EXPECT_TRUE(p.admits(1e-300));

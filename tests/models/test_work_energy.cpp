@@ -131,6 +131,22 @@ TEST(WorkEnergy, InclineFrictionRemovesMuMgCosAlphaTimesTheSpeed) {
       0.05, [](const Vec&, const Vec& qd, double) { return std::sqrt(dot(qd, qd)) - 0.5; });
 }
 
+TEST(WorkEnergy, PuckFrictionRemovesMuMgCosAlphaTimesTheSpeedInThePlane) {
+  // Launched across the plane with mu < tan(alpha): it slides for good
+  // (docs/models.md), the normal force m g cos(alpha), the friction's power
+  // -mu m g cos(alpha) |q'|; V = m g (z cos(alpha) - y sin(alpha)).
+  models::PuckIncline<double>::Params p;
+  p.m = 1.5, p.alpha = 0.4, p.g = 9.81, p.mu = 0.3;
+  const double ca = std::cos(p.alpha), sa = std::sin(p.alpha);
+  check_balance<models::PuckIncline<double>>(
+      p, {0.0, 0.0, 0.0}, {2.0, 0.5, 0.0}, 1e-3, 1000,
+      [&](const Vec& q, const Vec& qd, double) {
+        return 0.5 * p.m * dot(qd, qd) + p.m * p.g * (q[2] * ca - q[1] * sa);
+      },
+      [&](const Vec&, const Vec& qd, double) { return -p.mu * p.m * p.g * ca * std::sqrt(dot(qd, qd)); }, 1e-8,
+      0.05, [](const Vec&, const Vec& qd, double) { return std::sqrt(dot(qd, qd)) - 0.5; });
+}
+
 TEST(WorkEnergy, NonholonomicParticleLosesTheWorkOfItsDrag) {
   // y' = z^2 x'; the constant force f has the potential -f . q; the drag
   // C = -a0 |q'| q' has the power -a0 |q'|^3.

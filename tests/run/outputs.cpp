@@ -712,7 +712,7 @@ TEST(Examples, TheSleighConfigRunsAndItsEnergyGoesOnlyToTheBlade) {
 // t = k v0 / (g sin(alpha) (k^2 - 1)) (docs/models.md), found and finished
 // by the friction helpers.
 TEST(Examples, ThePuckConfigStopsEveryPuckWhenItsClosedFormSays) {
-  Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/models/puck_incline.toml");
+  Config c = run::load_config(std::string(UKB_SOURCE_DIR) + "/examples/puck_incline.toml");
   c.samples = 200;
   const auto rows = read_csv(run_into(c, "puck") / "results.csv");
   const double alpha = 0.3, a = 9.81 * std::sin(alpha), v0 = 2.0;

@@ -68,8 +68,8 @@ struct PuckIncline {
   template <class P, class F>
   UKB_HD static constexpr void visit_params(P& p, F&& f) {
     f("m", p.m, "puck mass (> 0)");
-    f("alpha", p.alpha, "inclination of the plane [rad], in (0, pi/2)");
-    f("g", p.g, "gravitational acceleration");
+    f("alpha", p.alpha, "inclination of the plane [rad]; the closed forms of docs/models.md take 0 < alpha < pi/2");
+    f("g", p.g, "gravitational acceleration (the closed forms take g > 0)");
     f("mu", p.mu, "Coulomb friction coefficient, sliding and static; the puck stops for good where mu > tan(alpha) (>= 0)");
     f("lookahead", p.lookahead,
       "the stop is finished in closed form from where friction would take the speed left away in this time "
