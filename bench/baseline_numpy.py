@@ -248,14 +248,23 @@ def bench(out, max_seconds, sizes):
                 t0 = time.perf_counter()
                 rk4(model, P, q, qd, DT, steps)
                 times.append(time.perf_counter() - t0)
-            t = float(np.median(times))
-            name = f"{model.id}/{model.name}/double/numpy/threads:1/N:{N}"
-            results.append({"name": name, "run_type": "aggregate", "aggregate_name": "median",
-                            "real_time": t * 1e3, "time_unit": "ms", "items_per_second": N * steps / t,
-                            "N": N, "threads": 1, "steps_per_call": steps})
-            print(f"{name:55s} {N * steps / t:12.4g} system-steps/s", flush=True)
+            results.append(result(model, "numpy", times, N, steps))
+    write(out, {"numpy": np.__version__}, results)
+
+
+def result(model, label, times, N, steps, threads=1):
+    """One Google-Benchmark-shaped row (the median of `times`, each of N
+    systems x `steps` RK4 steps), printed as it is made."""
+    t = float(np.median(times))
+    name = f"{model.id}/{model.name}/double/{label}/threads:{threads}/N:{N}"
+    print(f"{name:55s} {N * steps / t:12.4g} system-steps/s", flush=True)
+    return {"name": name, "run_type": "aggregate", "aggregate_name": "median", "real_time": t * 1e3,
+            "time_unit": "ms", "items_per_second": N * steps / t, "N": N, "threads": threads, "steps_per_call": steps}
+
+
+def write(out, context, results):
     with open(out, "w") as f:
-        json.dump({"context": {"numpy": np.__version__}, "benchmarks": results}, f, indent=1)
+        json.dump({"context": context, "benchmarks": results}, f, indent=1)
 
 
 def main():

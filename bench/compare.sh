@@ -3,8 +3,10 @@
 # builds the benchmarks (Release, CPU), checks both baselines against the
 # reference backend (and stops if either disagrees), counts the flops, runs
 # the workloads W1-W4 on the reference and CPU backends (1 and 2 threads,
-# double and float), the Eigen fixed-size loop and the numpy baseline, and
-# writes the tables.
+# double and float), the Eigen fixed-size loop, the numpy baseline and the
+# peers of issue 56 (JAX and numba: bench/peer_jax.py, bench/peer_numba.py,
+# installed from PyPI into a virtual environment of the build directory;
+# UKB_BENCH_PEERS=0 leaves them out), and writes the tables.
 #
 #   bench/compare.sh [OUT_DIR]        # default bench/results/<date>
 #
@@ -13,8 +15,8 @@
 # (the batch sizes N, a regex alternative, default "1000|100000"; the full
 # sweep is "100|1000|10000|100000|1000000", which takes about an hour on 2
 # cores). The default takes about 5 minutes on 2 cores, plus the build.
-# Outputs in OUT_DIR: cpu.json, eigen.json, numpy.json, flops.json (raw) and
-# tables.md (bench/report.py).
+# Outputs in OUT_DIR: cpu.json, eigen.json, numpy.json, jax.json,
+# numba.json, flops.json (raw) and tables.md (bench/report.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -50,6 +52,29 @@ echo "== Eigen fixed-size loop"
     --benchmark_out="$out/eigen.json"
 echo "== numpy"
 "${one_thread[@]}" "$py" bench/baseline_numpy.py --bench "$out/numpy.json" --sizes "$sizes"
+
+# The peers of issue 56 (JAX, numba), from PyPI into a virtual environment
+# of the build directory (never by the build itself); each checked against
+# the reference backend before it is timed, on one core.
+if [ "${UKB_BENCH_PEERS:-1}" != 0 ]; then
+  venv=$build/peers-venv
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import jax, numba, scipy' 2>/dev/null; then
+    echo "== Peers: installing jax, numba and scipy from PyPI into $venv"
+    "$py" -m venv "$venv" && "$venv/bin/pip" install --quiet --upgrade pip &&
+      "$venv/bin/pip" install --quiet jax numba scipy numpy ||
+      echo "compare.sh: the peers could not be installed (no PyPI?); their columns stay empty" >&2
+  fi
+  if "$venv/bin/python" -c 'import jax, numba, scipy' 2>/dev/null; then
+    "$venv/bin/python" -c 'import jax, numba; print("jax", jax.__version__, "numba", numba.__version__)' |
+      tee "$out/peers_versions.txt"
+    for peer in jax numba; do
+      echo "== $peer: checked against the reference backend, then timed on one core"
+      one_core=(env NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 taskset -c 0)
+      "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --check "$out/check"
+      "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --bench "$out/$peer.json" --sizes "$sizes"
+    done
+  fi
+fi
 
 "$py" bench/report.py "$out" >"$out/tables.md"
 echo "== Tables: $out/tables.md"

@@ -4,7 +4,7 @@
     python3 bench/report.py DIR > DIR/tables.md
 
 Reads DIR/cpu.json, eigen.json, numpy.json, flops.json and, where present,
-gpu_double.json and gpu_float.json (ukb_bench_workloads run on a GPU
+jax.json and numba.json (the peers of issue 56), gpu_double.json and gpu_float.json (ukb_bench_workloads run on a GPU
 machine). Rates are medians of the repetitions where a file has them.
 GFLOP/s = flops per RK4 step (ukb_flops) x system-steps/s; the peak is
 PEAK_GFLOPS per core (see bench/README.md for its derivation).
@@ -48,7 +48,7 @@ def ratio(a, b):
 
 def main(d):
     rates = {}
-    for f in ("cpu.json", "eigen.json", "numpy.json", "gpu_double.json", "gpu_float.json"):
+    for f in ("cpu.json", "eigen.json", "numpy.json", "jax.json", "numba.json", "gpu_double.json", "gpu_float.json"):
         rates.update(load(os.path.join(d, f)))
     flops = {r["workload"]: r["flops_per_step"] for r in json.load(open(os.path.join(d, "flops.json")))}
     workloads = sorted({k[0] for k in rates})
@@ -80,6 +80,16 @@ def main(d):
             print(f"| {N:g} | {fmt(r)} | {fmt(c1)} | {fmt(c2)} | {fmt(e1)} | {fmt(e2)} | {fmt(npy)} | {fmt(gpu)} "
                   f"| {ratio(c1, r)} | {ratio(c1, npy)} | {ratio(c1, e1)} | {ratio(c2, c1)} "
                   f"| {gfs} | {peak} |")
+        peers = [(N, get(w, "double", "cpu", 1, N), get(w, "double", "jax", 1, N), get(w, "double", "numba", 1, N))
+                 for N in Ns]
+        if any(j or nb for _, _, j, nb in peers):
+            print(f"\n{w}: {model}, against the peers of issue 56, double, 1 thread (system-steps/s)\n")
+            print("| N | ukb cpu | jax | numba | ukb / fastest peer |")
+            print("|---|---|---|---|---|")
+            for N, c1, j, nb in peers:
+                if not any((j, nb)):
+                    continue
+                print(f"| {N:g} | {fmt(c1)} | {fmt(j)} | {fmt(nb)} | {ratio(c1, max(x for x in (j, nb) if x))} |")
         print(f"\n{w}: {model}, float (system-steps/s)\n")
         print("| N | cpu 1 thr | cpu 2 thr | cuda | float/double (cpu 1 thr) |")
         print("|---|---|---|---|---|")
