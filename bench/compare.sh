@@ -14,7 +14,9 @@
 # UKB_BENCH_MIN_TIME (seconds per benchmark, default 0.1), UKB_BENCH_SIZES
 # (the batch sizes N, a regex alternative, default "1000|100000"; the full
 # sweep is "100|1000|10000|100000|1000000", which takes about an hour on 2
-# cores). The default takes about 5 minutes on 2 cores, plus the build.
+# cores). The default takes about 5 minutes on 2 cores, plus the build,
+# plus up to 10 minutes for the peers (16 configurations, at most
+# 20 s each, and their installation).
 # Outputs in OUT_DIR: cpu.json, eigen.json, numpy.json, jax.json,
 # numba.json, flops.json (raw) and tables.md (bench/report.py).
 set -euo pipefail
@@ -65,13 +67,17 @@ if [ "${UKB_BENCH_PEERS:-1}" != 0 ]; then
       echo "compare.sh: the peers could not be installed (no PyPI?); their columns stay empty" >&2
   fi
   if "$venv/bin/python" -c 'import jax, numba, scipy' 2>/dev/null; then
-    "$venv/bin/python" -c 'import jax, numba; print("jax", jax.__version__, "numba", numba.__version__)' |
+    "$venv/bin/python" -c 'import jax, numba, numpy; print("jax", jax.__version__, "numba", numba.__version__, "numpy", numpy.__version__)' |
       tee "$out/peers_versions.txt"
+    one_core=(env NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1)
+    command -v taskset >/dev/null && one_core+=(taskset -c 0)  # (util-linux; else XLA may take both cores)
     for peer in jax numba; do
       echo "== $peer: checked against the reference backend, then timed on one core"
-      one_core=(env NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 taskset -c 0)
-      "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --check "$out/check"
-      "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --bench "$out/$peer.json" --sizes "$sizes"
+      if ! "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --check "$out/check" ||
+         ! "${one_core[@]}" "$venv/bin/python" bench/peer_$peer.py --bench "$out/$peer.json" --sizes "$sizes"; then
+        echo "compare.sh: $peer failed its check or its run; its column stays empty" >&2
+        rm -f "$out/$peer.json"
+      fi
     done
   fi
 fi

@@ -5,14 +5,16 @@ What a numba user would write instead of ukb: one system's Udwadia–Kalaba
 acceleration in scalar loops compiled by numba (@njit, fastmath off), RK4
 over the steps of one system at a time, numba.prange over systems. Every
 workload has M = m I, which the loops use (L = sqrt(m) I), and nothing is allocated per
-evaluation (a scratch array per system); the chains also
-use their sparsity (row k of A touches the masses k - 1 and k, so the Gram
-matrix B B^T is tridiagonal and B^+ y = B^T (B B^T)^{-1} y is a banded
-Cholesky solve: "numba using the chain's sparsity" in issue 56); the
-redundant pendulum, whose B has rank 1, calls np.linalg.pinv per
-evaluation (the rank decision a user would not write by hand). The models
-are written again from include/ukb/models/ (the states of
-bench/baseline_numpy.py).
+evaluation (a scratch array per system); the algebra is written out per
+model: the ring's one row (B^+ = B^T / |B|^2), the chains' sparsity (row k
+of A touches the masses k - 1 and k, so the Gram matrix B B^T is
+tridiagonal and B^+ y = B^T (B B^T)^{-1} y is a banded Cholesky solve:
+"numba using the chain's sparsity" in issue 56), the redundant pendulum's
+two parallel rows (rank 1: B^+ = B^T / |B|_F^2). The models are written
+again from include/ukb/models/ (the states of bench/baseline_numpy.py),
+with one simplification ukb does not make: the ring's friction opposes q'
+itself, not q' less its part along the row (ukb/friction.hpp); on the
+constraint the two differ by the drift, about 1e-11 relative here.
 
     python3 bench/peer_numba.py --check DIR    # DIR from ukb_bench_baseline_eigen --export
     python3 bench/peer_numba.py --bench OUT.json [--sizes 1000|100000] [--max-seconds S]
@@ -61,9 +63,9 @@ def ring_accel(P, q, qd, out, w):
         f = -1.0 if qt <= limit else -limit / qt
         C0, C1 = f * t0, f * t1
     c0, c1 = C0 / sm, C1 / sm
-    w = (r - (B0 * c0 + B1 * c1)) * inv
-    out[0] = a0 + (c0 + B0 * w) / sm
-    out[1] = a1 + (c1 + B1 * w) / sm
+    s = (r - (B0 * c0 + B1 * c1)) * inv
+    out[0] = a0 + (c0 + B0 * s) / sm
+    out[1] = a1 + (c1 + B1 * s) / sm
 
 
 @njit(cache=False)
@@ -122,24 +124,23 @@ def chain_accel(P, q, qd, out, w):
 
 @njit(cache=False)
 def pendulum_accel(P, q, qd, out, w):
+    """redundant_pendulum written out: its two rows q and q / |q| are
+    parallel, so B = A / sqrt(m) has rank 1 (the second singular value is
+    rounding, far below the rank tolerance) and B^+ = B^T / |B|_F^2."""
     m, g, damp = P[0], P[2], P[3]
     sm = math.sqrt(m)
     v2 = qd[0] * qd[0] + qd[1] * qd[1]
     rr = math.sqrt(q[0] * q[0] + q[1] * q[1])
     qq = q[0] * qd[0] + q[1] * qd[1]
-    B = np.empty((2, 2))
-    B[0, 0], B[0, 1] = q[0] / sm, q[1] / sm
-    B[1, 0], B[1, 1] = q[0] / rr / sm, q[1] / rr / sm
-    r = np.empty(2)
-    r[0] = -v2 - q[1] * (-g)
-    r[1] = -v2 / rr + qq * qq / rr**3 - q[1] / rr * (-g)
-    Bp = np.linalg.pinv(B, RCOND)
-    c = np.empty(2)
-    c[0], c[1] = -damp * qd[0] / sm, -damp * qd[1] / sm
-    y = r - B @ c
-    u = c + Bp @ y
-    out[0] = u[0] / sm
-    out[1] = u[1] / sm - g
+    b00, b01, b10, b11 = q[0] / sm, q[1] / sm, q[0] / rr / sm, q[1] / rr / sm
+    F = b00 * b00 + b01 * b01 + b10 * b10 + b11 * b11
+    r0 = -v2 + g * q[1]  # b - A M^-1 Q
+    r1 = -v2 / rr + qq * qq / rr**3 + g * q[1] / rr
+    c0, c1 = -damp * qd[0] / sm, -damp * qd[1] / sm  # L^-1 C
+    y0 = r0 - (b00 * c0 + b01 * c1)
+    y1 = r1 - (b10 * c0 + b11 * c1)
+    out[0] = (c0 + (b00 * y0 + b10 * y1) / F) / sm
+    out[1] = (c1 + (b01 * y0 + b11 * y1) / F) / sm - g
 
 
 def make_run(accel):
@@ -188,12 +189,9 @@ def bench(out, max_seconds, sizes):
         for N in sizes:
             P, q, qd = model.random(rng, N)
             run(P[:2], q[:2].copy(), qd[:2].copy(), base.DT, 1)  # compilation
-            steps = 20
             t0 = time.perf_counter()
-            run(P, q.copy(), qd.copy(), base.DT, steps)
-            once = time.perf_counter() - t0
-            if once * 3 > max_seconds:  # fewer steps per timing (N stays: the tables join on it)
-                steps = max(1, int(steps * max_seconds / (3 * once)))
+            run(P, q.copy(), qd.copy(), base.DT, 20)
+            steps = base.steps_per_timing(time.perf_counter() - t0, 20, max_seconds)
             times = []
             for _ in range(3):
                 x, v = q.copy(), qd.copy()
