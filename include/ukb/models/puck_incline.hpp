@@ -31,10 +31,11 @@ namespace ukb::models {
 /// a = g sin(alpha), k = mu / tan(alpha), speed v and heading phi (the
 /// angle of the velocity from straight down the slope), while it slides
 ///   v' = a (cos phi - k),   v phi' = -a sin phi,
-/// so v sin(phi) / tan(phi / 2)^k stays constant and
+/// so v |sin(phi)| / |tan(phi / 2)|^k stays constant and
 /// k v + y' = k v0 + y'0 + a (1 - k^2) t. For k > 1 (mu > tan(alpha)) the
 /// puck stops for good at t = (k v0 + y'0) / (a (k^2 - 1)); for k <= 1 it
-/// never stops once launched.
+/// never stops once launched, except when launched straight up the slope
+/// (docs/models.md).
 ///
 /// `ukb run`: natural quantities `speed` and `heading` (the launch), the
 /// event fires a little before each stop (docs/models.md).
