@@ -83,21 +83,23 @@ class Progress {
 };
 
 // The state and parameters of sample i from its inputs (canonical order).
-// Throws ConfigError where the initial state is not consistent.
+// With `check`, throws ConfigError where the inputs or the initial state are
+// not admitted; without, the state alone, of inputs that draw_all has
+// checked (the same state: the checks change nothing).
 void initial_state(const Config& c, long i, const std::vector<double>& in, double* params, double* q,
-                   double* qd) {
+                   double* qd, bool check = true) {
   const ModelInfo& M = *c.model;
   const std::size_t np = M.params.size();
   // A draw that overflows (a lognormal of mean_log 800) is refused as the
   // config's error, before any work.
-  for (std::size_t k = 0; k < in.size(); ++k)
+  for (std::size_t k = 0; check && k < in.size(); ++k)
     if (!std::isfinite(in[k])) {
       throw ConfigError(c.path + ": key '" + c.input_key(k) + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
                         "; expected finite values: narrow its distribution");
     }
   // A draw outside what the parameter or quantity admits (a lognormal that
   // underflows to 0 or to a subnormal for a mass): refused the same way.
-  for (std::size_t k = 0; k < in.size(); ++k) {
+  for (std::size_t k = 0; check && k < in.size(); ++k) {
     const ParamInfo* p = k < np ? &M.params[k] : !c.raw_initial && k - np < M.initial.size() ? &M.initial[k - np] : nullptr;
     if (p && !p->admits(in[k]))
       throw ConfigError(c.path + ": key '" + c.input_key(k) + "': sample " + std::to_string(i) + " drew " + g17(in[k]) +
@@ -121,9 +123,9 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
   } else {
     std::copy(ic, ic + M.n, q);
     std::copy(ic + M.n, ic + 2 * M.n, qd);
-    double pos, vel;
-    M.residual(pv, q, qd, c.t0, pos, vel);
-    if (M.has_residual && !(pos <= c.initial_tol && vel <= c.initial_tol))
+    double pos = 0, vel = 0;
+    if (check) M.residual(pv, q, qd, c.t0, pos, vel);
+    if (check && M.has_residual && !(pos <= c.initial_tol && vel <= c.initial_tol))
       throw ConfigError(c.path + ": [initial]: sample " + std::to_string(i) +
                         ": the raw initial state violates the constraints of '" + M.name +
                         "': position residual " + g17(pos) + ", velocity residual " + g17(vel) +
@@ -132,6 +134,7 @@ void initial_state(const Config& c, long i, const std::vector<double>& in, doubl
   // A model that gives M's diagonal (mass_diagonal) has the cpu and cuda
   // backends factor that alone; the reference factors all of `mass`. Were
   // they to differ, the backends would integrate different systems.
+  if (!check) return;
   if (M.mass_diagonal_mismatch) {
     const std::string why = M.mass_diagonal_mismatch(pv, q, c.t0);
     if (!why.empty())
@@ -174,7 +177,7 @@ std::vector<double> set_samples(const Config& c, const Table& t, Ensemble& e, co
     }
     for (std::size_t v = 0; v < t.varying.size(); ++v) w.in[t.varying[v]] = t.cols[1 + v].d[i];
     try {
-      initial_state(c, ids[k], w.in, w.p.data(), w.q.data(), w.qd.data());
+      initial_state(c, ids[k], w.in, w.p.data(), w.q.data(), w.qd.data(), false);  // checked by draw_all
       E0[k] = M.energy(std::span<const double>(w.p), w.q.data(), w.qd.data(), c.t0);
     } catch (const ModelError& thrown) {
       throw ModelError(thrown.what() + std::string(" (sample ") + std::to_string(ids[k]) + ")");
@@ -468,14 +471,14 @@ std::vector<long> unrecorded(const Config& c, long first, long count) {
   return ids;
 }
 
-// Integrates the samples `ids` on e and makes their rows: put(k, values,
-// status) for system k (sample ids[k]) on the run's threads, `values` every
-// column's 8 bytes at its index (row_values; the inputs' left alone).
-// Returns their system-steps.
-template <class Put>
+// Integrates the samples `ids` on e and makes their rows into `out` on the
+// run's threads (rows_values, a range of systems at a time): system k's
+// (sample ids[k]) at position at(k). Returns their system-steps.
+template <class At>
 double integrate_rows(const Config& c, const ModelInfo& M, const Table& table, const EngineOptions& eo,
                       const std::vector<long>& ids, std::unique_ptr<Ensemble>& e, BlockTimes& times,
-                      const std::function<void(std::int64_t steps, long active)>& each, const Put& put) {
+                      const std::function<void(std::int64_t steps, long active)>& each, const RowsOut& out,
+                      const At& at) {
   const int N = static_cast<int>(ids.size());
   double steps = 0;
   if (N == 0) return steps;
@@ -494,16 +497,12 @@ double integrate_rows(const Config& c, const ModelInfo& M, const Table& table, c
   });
   lap(times.integrate);
   const Finals f(*e, table);
-  struct Row {
-    RowScratch r;
-    std::vector<std::uint64_t> v;
-  };
-  for_each_index<Row>(N, eo.threads, [&](long k, Row& w) {
-    const std::size_t kk = static_cast<std::size_t>(k);
-    w.v.resize(table.cols.size());
-    std::int32_t st;
-    row_values(table, c, ids[kk], f, static_cast<int>(k), e0[kk], w.v.data(), st, w.r);
-    put(kk, w.v.data(), st);
+  // Ranges of rows, so that each column is written in runs of stores.
+  constexpr long range = 1024;
+  for_each_index<RowScratch>((N + range - 1) / range, eo.threads, [&](long b, RowScratch& w) {
+    const long k0 = b * range, k1 = std::min<long>(N, k0 + range);
+    const std::size_t i0 = static_cast<std::size_t>(k0);
+    rows_values(table, c, f, k0, k1, ids.data() + i0, e0.data() + i0, at(i0), out, w);
   });
   lap(times.rows);
   return steps;
@@ -525,12 +524,12 @@ std::vector<char> block_rows(const Config& c, const ModelInfo& M, const Table& t
   const std::size_t n = ids.size();
   std::vector<char> out(16 + n * (cols * 8 + 4));
   char* const data = out.data() + 16;
-  const double steps =
-      integrate_rows(c, M, table, eo, ids, e, times, each, [&](std::size_t k, const std::uint64_t* v, std::int32_t st) {
-        for (std::size_t j = 0; j < table.cols.size(); ++j)
-          if (!table.cols[j].input) std::memcpy(data + (slot[j] * n + k) * 8, &v[j], 8);
-        std::memcpy(data + cols * n * 8 + k * 4, &st, 4);
-      });
+  RowsOut to;
+  for (std::size_t j = 0; j < table.cols.size(); ++j)
+    to.col.push_back(table.cols[j].input ? nullptr : data + slot[j] * n * 8);
+  to.status = data + cols * n * 8;
+  const double steps = integrate_rows(c, M, table, eo, ids, e, times, each, to,
+                                      [](std::size_t) { return static_cast<const long*>(nullptr); });
   const std::int64_t rows = static_cast<std::int64_t>(n);
   std::memcpy(out.data(), &rows, 8);
   std::memcpy(out.data() + 8, &steps, 8);
@@ -563,20 +562,14 @@ double rows_into_table(Table& table, const Config& c, const ModelInfo& M, const 
   double steps = 0;
   try {
     resize(rows + static_cast<std::size_t>(count));  // unwritten (fresh_memory.hpp): every row is put below
-    steps = integrate_rows(c, M, table, eo, ids, e, times, each,
-                           [&](std::size_t k, const std::uint64_t* v, std::int32_t st) {
-                             const std::size_t r = static_cast<std::size_t>(ids[k]);
-                             for (std::size_t j = 0; j < table.cols.size(); ++j) {
-                               Column& col = table.cols[j];
-                               if (col.input) continue;
-                               std::memcpy(col.integer ? static_cast<void*>(&col.i[r]) : static_cast<void*>(&col.d[r]),
-                                           &v[j], 8);
-                             }
-                             table.status[r] = st;
-                           });
+    // In one process a sample's row is its index.
+    steps = integrate_rows(c, M, table, eo, ids, e, times, each, table_out(table),
+                           [&](std::size_t k) { return ids.data() + k; });
     const auto t0 = Clock::now();  // the recorded samples' rows count as rows
-    for (long s = first; s < first + count; ++s)
-      if (!std::binary_search(ids.begin(), ids.end(), s)) steps += recorded(s);
+    std::vector<long> record = sorted_record(c);
+    record.erase(std::unique(record.begin(), record.end()), record.end());
+    for (long s : record)
+      if (s >= first && s < first + count) steps += recorded(s);
     times.rows += std::chrono::duration<double>(Clock::now() - t0).count();
   } catch (...) {
     resize(rows);

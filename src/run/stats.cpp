@@ -103,15 +103,25 @@ std::vector<double> order_statistics(const std::vector<double>& v, double lo, do
 double pow2_near(double x) { return std::ldexp(1.0, std::ilogb(x)); }
 
 // The sum of v (Neumaier's compensated sum: the rounding error of each
-// addition is carried, not lost), each value times `scale`.
+// addition is carried, not lost), each value times `scale`. Four sums of
+// every fourth value, so that their additions do not wait for each other,
+// then theirs and their errors in one more compensated sum.
 double compensated_sum(const std::vector<double>& v, double scale) {
-  double s = 0, c = 0;
-  for (double x0 : v) {
-    const double x = x0 * scale, t = s + x;
-    c += std::abs(s) >= std::abs(x) ? (s - t) + x : (x - t) + s;
-    s = t;
-  }
-  return s + c;
+  constexpr std::size_t L = 4;
+  double s[L] = {}, c[L] = {};
+  auto add = [](double& sum, double& err, double x) {
+    const double t = sum + x;
+    err += std::abs(sum) >= std::abs(x) ? (sum - t) + x : (x - t) + sum;
+    sum = t;
+  };
+  const std::size_t n = v.size(), whole = n / L * L;
+  for (std::size_t i = 0; i < whole; i += L)
+    for (std::size_t l = 0; l < L; ++l) add(s[l], c[l], v[i + l] * scale);
+  for (std::size_t i = whole; i < n; ++i) add(s[i - whole], c[i - whole], v[i] * scale);
+  double sum = 0, err = 0;
+  for (std::size_t l = 0; l < L; ++l) add(sum, err, s[l]);
+  for (std::size_t l = 0; l < L; ++l) add(sum, err, c[l]);
+  return sum + err;
 }
 
 // The mean of finite values whose min and max are lo and hi: their
@@ -132,8 +142,12 @@ double mean_of(const std::vector<double>& v, double lo, double hi) {
 // there the deviations are divided by a power of two near the largest
 // first (exact), and the result multiplied by it.
 double std_of(const std::vector<double>& v, double mean) {
-  double half = 0;  // the largest deviation, halved (no overflow)
-  for (double x : v) half = std::max(half, std::abs(x / 2 - mean / 2));
+  double most[4] = {};  // the largest deviation, halved (no overflow), of every fourth value
+  const std::size_t n4 = v.size() / 4 * 4;
+  for (std::size_t i = 0; i < n4; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) most[l] = std::max(most[l], std::abs(v[i + l] / 2 - mean / 2));
+  for (std::size_t i = n4; i < v.size(); ++i) most[0] = std::max(most[0], std::abs(v[i] / 2 - mean / 2));
+  const double half = std::max(std::max(most[0], most[1]), std::max(most[2], most[3]));
   if (half == 0) return 0;
   const double n1 = static_cast<double>(v.size() - 1);
   double ss = 0;
@@ -147,7 +161,13 @@ double std_of(const std::vector<double>& v, double mean) {
     for (double x : v) ss += ((x - mean) / s) * ((x - mean) / s);
     return std::sqrt(ss / n1) * s;
   }
-  for (double x : v) ss += (x - mean) * (x - mean);
+  // Four partial sums (their additions do not wait for each other).
+  double part[4] = {};
+  const std::size_t n = v.size(), whole = n / 4 * 4;
+  for (std::size_t i = 0; i < whole; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) part[l] += (v[i + l] - mean) * (v[i + l] - mean);
+  for (std::size_t i = whole; i < n; ++i) part[i - whole] += (v[i] - mean) * (v[i] - mean);
+  ss = (part[0] + part[1]) + (part[2] + part[3]);
   return std::sqrt(ss / n1);
 }
 
@@ -336,10 +356,13 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
     edges[b] = halves ? 2 * (lo / 2 + static_cast<double>(b) * w) : lo + static_cast<double>(b) * w;
   edges[B] = hi;
   std::vector<std::int64_t> counts(B, 0);
+  // A first guess of each value's bin by a product (the loops below move
+  // it to the bin whose edges hold the value, whatever the guess).
+  const double per_w = w > 0 ? 1 / w : 0;
   if (w == 0) counts[0] = static_cast<std::int64_t>(v.size());  // every value in the first bin (the loop's rule)
   else
     for (double x : v) {
-      const double f = w > 0 ? (halves ? (x / 2 - lo / 2) : (x - lo)) / w : 0;
+      const double f = (halves ? (x / 2 - lo / 2) : (x - lo)) * per_w;
       std::size_t b = f >= static_cast<double>(B) ? B - 1 : f > 0 ? static_cast<std::size_t>(f) : 0;
       // (Where max = min every edge is min, and every value in the first bin.)
       while (w > 0 && b > 0 && x < edges[b]) --b;

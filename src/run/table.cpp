@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -99,57 +100,81 @@ std::uint64_t bits(double x) {
 std::uint64_t bits(std::int64_t x) { return static_cast<std::uint64_t>(x); }
 }  // namespace
 
-void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
-                std::uint64_t* by_col, std::int32_t& status, RowScratch& r) {
+void rows_values(const Table& t, const Config& c, const Finals& f, long k0, long k1, const long* samples,
+                 const double* e0, const long* at, const RowsOut& out, RowScratch& r) {
   const ModelInfo& M = *c.model;
   const int n = M.n, np = static_cast<int>(M.params.size());
+  const long len = k1 - k0;
+  const std::size_t N = static_cast<std::size_t>(f.N);
+  // Column by column, each a run of stores in row order.
+  auto put = [&](std::size_t col, auto&& value) {
+    char* const to = out.col[col];
+    for (long i = 0; i < len; ++i) {
+      const std::uint64_t b = bits(value(static_cast<std::size_t>(k0 + i)));
+      std::memcpy(to + 8 * (at ? at[i] : k0 + i), &b, 8);
+    }
+  };
+  put(0, [&](std::size_t k) { return std::int64_t(samples[k - static_cast<std::size_t>(k0)]); });
+  for (long i = 0; i < len; ++i) std::memcpy(out.status + 4 * (at ? at[i] : k0 + i), &f.status[k0 + i], 4);
+  std::size_t col = t.c_t;
+  put(col++, [&](std::size_t k) { return f.t[k]; });
+  for (std::size_t j = 0; j < std::size_t(n); ++j) put(col++, [&](std::size_t k) { return f.q[j * N + k]; });
+  for (std::size_t j = 0; j < std::size_t(n); ++j) put(col++, [&](std::size_t k) { return f.qd[j * N + k]; });
+  for (std::size_t m = 0; m < t.monitors.size(); ++m) {
+    if (f.real[m]) put(t.monitors[m].col, [&](std::size_t k) { return f.real[m][k]; });
+    else if (f.i64s[m]) put(t.monitors[m].col, [&](std::size_t k) { return std::int64_t(f.i64s[m][k]); });
+    else put(t.monitors[m].col, [&](std::size_t k) { return std::int64_t(f.i32s[m][k]); });
+  }
+  // The quantities the model computes from a system's state, row by row.
+  const std::size_t nat = M.initial_names.size(), obs = M.observable_names.size();
+  if (nat == 0 && obs == 0 && !t.energies) return;
   r.p.resize(static_cast<std::size_t>(np));
   r.q.resize(static_cast<std::size_t>(n));
   r.qd.resize(static_cast<std::size_t>(n));
-  for (int j = 0; j < np; ++j) r.p[std::size_t(j)] = f.params[soa(j, k, f.N)];
-  for (int j = 0; j < n; ++j) r.q[std::size_t(j)] = f.q[soa(j, k, f.N)], r.qd[std::size_t(j)] = f.qd[soa(j, k, f.N)];
-  const double tf = f.t[k];
-  by_col[0] = bits(std::int64_t(sample));
-  status = f.status[k];
-  std::size_t col = t.c_t;
-  by_col[col++] = bits(tf);
-  for (double x : r.q) by_col[col++] = bits(x);
-  for (double x : r.qd) by_col[col++] = bits(x);
-  if (!M.initial_names.empty()) {
-    r.nat.resize(M.initial_names.size());
-    M.natural_state(r.p, r.q.data(), r.qd.data(), r.nat.data());
-    for (double x : r.nat) by_col[col++] = bits(x);
-  }
-  if (!M.observable_names.empty()) {
-    r.obs.resize(M.observable_names.size());
-    M.observables(r.p, r.q.data(), r.qd.data(), tf, r.obs.data());
-    for (double x : r.obs) by_col[col++] = bits(x);
-  }
-  for (std::size_t m = 0; m < t.monitors.size(); ++m) {
-    std::uint64_t& to = by_col[t.monitors[m].col];
-    if (f.real[m]) to = bits(f.real[m][k]);
-    else if (f.i64s[m]) to = bits(std::int64_t(f.i64s[m][k]));
-    else to = bits(std::int64_t(f.i32s[m][k]));
-  }
-  if (t.energies) {
-    const double e1 = M.energy(r.p, r.q.data(), r.qd.data(), tf);
-    by_col[t.c_energy] = bits(e0);
-    by_col[t.c_energy + 1] = bits(e1);
-    by_col[t.c_energy + 2] = bits(e0 - e1);
+  r.nat.resize(nat);
+  r.obs.resize(obs);
+  for (long i = 0; i < len; ++i) {
+    const std::size_t k = static_cast<std::size_t>(k0 + i);
+    auto store = [&](std::size_t to, double x) {
+      const std::uint64_t b = bits(x);
+      std::memcpy(out.col[to] + 8 * (at ? at[i] : k0 + i), &b, 8);
+    };
+    for (std::size_t j = 0; j < r.p.size(); ++j) r.p[j] = f.params[j * N + k];
+    for (std::size_t j = 0; j < std::size_t(n); ++j) r.q[j] = f.q[j * N + k], r.qd[j] = f.qd[j * N + k];
+    const double tf = f.t[k];
+    std::size_t to = t.c_t + 1 + 2 * std::size_t(n);
+    if (nat > 0) {
+      M.natural_state(r.p, r.q.data(), r.qd.data(), r.nat.data());
+      for (double x : r.nat) store(to++, x);
+    }
+    if (obs > 0) {
+      M.observables(r.p, r.q.data(), r.qd.data(), tf, r.obs.data());
+      for (double x : r.obs) store(to++, x);
+    }
+    if (t.energies) {
+      const double e1 = M.energy(r.p, r.q.data(), r.qd.data(), tf);
+      store(t.c_energy, e0[i]);
+      store(t.c_energy + 1, e1);
+      store(t.c_energy + 2, e0[i] - e1);
+    }
   }
 }
 
+RowsOut table_out(Table& t) {
+  RowsOut out;
+  for (Column& col : t.cols)
+    out.col.push_back(col.input ? nullptr
+                      : col.integer ? reinterpret_cast<char*>(col.i.data())
+                                    : reinterpret_cast<char*>(col.d.data()));
+  out.status = reinterpret_cast<char*>(t.status.data());
+  return out;
+}
+
 void put_row(Table& t, std::size_t row, const Config& c, long sample, const Finals& f, int k, double e0) {
-  std::vector<std::uint64_t> v(t.cols.size());
-  std::int32_t st;
+  if (row >= t.rows()) throw std::logic_error("put_row: the table has no row " + std::to_string(row));
   RowScratch r;
-  row_values(t, c, sample, f, k, e0, v.data(), st, r);
-  for (std::size_t j = 0; j < t.cols.size(); ++j) {
-    Column& col = t.cols[j];
-    if (col.input) continue;
-    std::memcpy(col.integer ? static_cast<void*>(&col.i.at(row)) : static_cast<void*>(&col.d.at(row)), &v[j], 8);
-  }
-  t.status.at(row) = st;
+  const long at = static_cast<long>(row);
+  rows_values(t, c, f, k, k + 1, &sample, &e0, &at, table_out(t), r);
 }
 
 void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {

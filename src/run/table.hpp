@@ -75,17 +75,29 @@ struct Finals {
   std::vector<const std::int32_t*> i32s;   ///< per entry (32-bit counters), else null
 };
 
-/// The row of a sample: its index, its status, its final state (system k
-/// of the ensemble), natural quantities, monitors and energies (e0: the
-/// energy of its initial state), each column's value as its 8 bytes (a
-/// double's or an int64's) at the column's index in `by_col` (t.cols.size()
-/// entries; the input columns' are left alone). `scratch` is reused
-/// between calls (one per thread).
+/// Where the rows of `rows_values` go: each column's values (8 bytes each,
+/// a double's or an int64's) from `col[j]` (null for the input columns,
+/// which are never written), the statuses (4 bytes each) from `status`.
+struct RowsOut {
+  std::vector<char*> col;
+  char* status = nullptr;
+};
+
+/// Scratch of rows_values, reused between calls (one per thread).
 struct RowScratch {
   std::vector<double> p, q, qd, nat, obs;
 };
-void row_values(const Table& t, const Config& c, long sample, const Finals& f, int k, double e0,
-                std::uint64_t* by_col, std::int32_t& status, RowScratch& scratch);
+
+/// The rows of systems [k0, k1) of the ensemble, written column by column
+/// into `out`: each sample's index, its status, its final state (system
+/// k), natural quantities, observables, monitors and energies. For system
+/// k0 + i: its sample is samples[i], the energy of its initial state e0[i],
+/// and its row's position in `out` at[i] (k0 + i where `at` is null).
+void rows_values(const Table& t, const Config& c, const Finals& f, long k0, long k1, const long* samples,
+                 const double* e0, const long* at, const RowsOut& out, RowScratch& scratch);
+
+/// `out` for rows in the table's own columns (rows that exist).
+RowsOut table_out(Table& t);
 
 /// Writes the row of a sample (row_values) at row `row` of the table (which
 /// has that row).
