@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "threads.hpp"
@@ -258,26 +259,27 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
   v.resize(rows.size());
   const std::size_t R = static_cast<std::size_t>(iv.replicates), P = static_cast<std::size_t>(iv.points);
   std::vector<std::uint32_t> replicate(R > 0 ? rows.size() : 0);  // of each finite value
+  // The finite values, and in sample order (the same bytes in every run),
+  // before the selection below reorders v: the first of the smallest and
+  // the last of the largest (std::minmax_element's choice: between -0 and
+  // +0 the position decides).
   std::size_t finite = 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  double lo = inf, hi = -inf;
   for (std::size_t r : rows) {
     const double x = all[r];
     v[finite] = x;
     if (R > 0) replicate[finite] = static_cast<std::uint32_t>(r / P % R);
-    finite += std::isfinite(x);
+    const bool keep = std::isfinite(x);
+    finite += keep;
+    lo = keep && x < lo ? x : lo;
+    hi = keep && !(x < hi) ? x : hi;
   }
   v.resize(finite);
   replicate.resize(R > 0 ? finite : 0);
   nlohmann::json j;
   j["count"] = v.size();
   if (v.empty()) return j;
-  // In sample order (the same bytes in every run), before the selection
-  // below reorders v: the first of the smallest and the last of the largest
-  // (std::minmax_element's choice: between -0 and +0 the position decides).
-  double lo = v[0], hi = v[0];
-  for (double x : v) {
-    lo = x < lo ? x : lo;
-    hi = x < hi ? hi : x;
-  }
   // Every value equal (a monitor that stayed 0, say): the passes below would
   // give this mean (the clamp to [lo, hi]; a sum of zeros is +0) and a
   // deviation of 0, so they are not taken.
@@ -536,8 +538,10 @@ nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::str
 nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads) {
   std::map<std::int32_t, std::vector<std::size_t>> by_status;
   std::vector<std::size_t> ok_rows;
+  std::vector<std::size_t>* rows_of = nullptr;  // of the status of the row before (runs of one status)
   for (std::size_t r = 0; r < t.rows(); ++r) {
-    by_status[t.status[r]].push_back(r);
+    if (r == 0 || t.status[r] != t.status[r - 1]) rows_of = &by_status[t.status[r]];
+    rows_of->push_back(r);
     const Status s = static_cast<Status>(t.status[r]);
     if (s == Status::ok || s == Status::at_rest) ok_rows.push_back(r);
   }
