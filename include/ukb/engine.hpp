@@ -46,12 +46,15 @@ inline std::string cuda_not_compiled(const char* model) {
 }
 }  // namespace detail
 
-/// Whether the cuda backend is compiled for model Mo: the built-in models,
-/// and a model of one's own for which `UKB_CUDA_MODEL(Mo)` is declared next
-/// to its cuda instantiation (docs/adding-a-model.md). Asking cuda for
-/// another model throws BackendUnavailable.
+/// Whether the cuda backend is compiled for model Mo: the built-in models
+/// in double and float, and a model of one's own for which
+/// `UKB_CUDA_MODEL(Mo)` is declared next to its cuda instantiation
+/// (docs/adding-a-model.md). Asking cuda for another model (a built-in one
+/// on dual numbers, say) throws BackendUnavailable.
 template <class Mo>
-struct CudaInstance : std::bool_constant<models::Builtin::contains<Mo>> {};
+struct CudaInstance
+    : std::bool_constant<models::Builtin::contains<Mo> && (std::is_same_v<typename Mo::Scalar, double> ||
+                                                          std::is_same_v<typename Mo::Scalar, float>)> {};
 
 // UKB_CUDA_MODEL(Mo), the declaration that the cuda backend is instantiated
 // for Mo: model_check.hpp.

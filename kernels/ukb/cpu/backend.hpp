@@ -27,14 +27,18 @@ void evaluate(const BatchView<Mo>& v, const EvalSettings<typename Mo::Scalar>& s
 template <Model Mo>
 void integrate(const BatchView<Mo>& v, const RunSettings<typename Mo::Scalar>& s, const EngineOptions& o) {
   using T = typename Mo::Scalar;
-  if (o.simd) {
-    constexpr int W = ukb::cpu::lane_width<T, Mo::n>;
-    using V = ukb::cpu::Pack<T, W>;
-    ukb::cpu::SharedSystems shared(v.N, o.chunk);
-    ukb::cpu::parallel_workers(o.threads, [&] {
-      ukb::cpu::SharedSystems::Source src(shared);
-      kernels::integrate_method<Mo, V>(v, src, s);
-    });
+  // Packs hold numbers (float, double); a model on another scalar (a Dual:
+  // ukb/dual.hpp) runs one system at a time.
+  if (std::is_floating_point_v<T> && o.simd) {
+    if constexpr (std::is_floating_point_v<T>) {
+      constexpr int W = ukb::cpu::lane_width<T, Mo::n>;
+      using V = ukb::cpu::Pack<T, W>;
+      ukb::cpu::SharedSystems shared(v.N, o.chunk);
+      ukb::cpu::parallel_workers(o.threads, [&] {
+        ukb::cpu::SharedSystems::Source src(shared);
+        kernels::integrate_method<Mo, V>(v, src, s);
+      });
+    }
   } else {
     ukb::cpu::parallel_for(v.N, o.threads, o.chunk, kernels::IntegrateBody<Mo>{v, s});
   }

@@ -315,7 +315,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       }
       step = step > s.control.dt_min ? step : s.control.dt_min;
     }
-    step = step < s.control.dt_max ? step : s.control.dt_max;
+    step = without_tangents(step < s.control.dt_max ? step : s.control.dt_max);  // dual numbers: held fixed
     if (!AdaptiveStep::next(f.t, step, s, h, t1)) {
       f.status = static_cast<std::int32_t>(Status::failed_step_size);
       return false;

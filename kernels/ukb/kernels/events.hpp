@@ -12,6 +12,7 @@
 #pragma once
 
 #include "ukb/config.hpp"
+#include "ukb/dual.hpp"
 #include "ukb/kernels/lanes.hpp"
 #include "ukb/kernels/uk.hpp"
 #include "ukb/model.hpp"
@@ -116,7 +117,7 @@ UKB_HD bool locate_on_dense(const EventAt& event_at, T g0, T h, T event_tol, T& 
       side = 1;
     }
   }
-  theta = lo;
+  theta = without_tangents(lo);  // dual numbers: located by values (tangents.hpp moves the tangents)
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include "ukb/batch.hpp"
 #include "ukb/kernels/stabilize.hpp"
+#include "ukb/kernels/tangents.hpp"
 #include "ukb/kernels/uk.hpp"
 #include "ukb/settings.hpp"
 
@@ -229,6 +230,7 @@ struct RunCommon {
     if constexpr (HasEvents<Mo>) {
       if (s.events) {
         if (located) {
+          event_tangents<Mo>(f.q, f.qd, f.t, p, s);  // dual numbers only (tangents.hpp)
           add(v.events, 1);
           rest = handle();
           f.ctrl |= resumed_bit;  // (a system at rest takes no more steps)

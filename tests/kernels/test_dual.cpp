@@ -1,0 +1,178 @@
+// Forward sensitivities, first part (issue 52): dual numbers (ukb/dual.hpp)
+// through the shared kernels and the cpu backend carry derivatives that
+// match closed forms and central differences of complete runs.
+#include <array>
+#include <cmath>
+
+#include "support.hpp"
+#include "ukb/dual.hpp"
+#include "ukb/backends.hpp"
+#include "ukb/engine.hpp"
+#include "ukb/models/bead_on_ring.hpp"
+#include "ukb/models/incline_block.hpp"
+
+namespace ukb::test {
+namespace {
+
+using D2 = Dual<double, 2>;
+
+TEST(Dual, ArithmeticAndFunctionsCarryTheirPartialDerivatives) {
+  const double x0 = 0.7, y0 = -1.3;
+  const D2 x = D2::variable(x0, 0), y = D2::variable(y0, 1);
+  // f = x y + sin(x) / y - cos(y) x: df/dx = y + cos(x) / y - cos(y),
+  // df/dy = x - sin(x) / y^2 + sin(y) x.
+  const D2 f = x * y + sin(x) / y - cos(y) * x;
+  EXPECT_DOUBLE_EQ(f.v, x0 * y0 + std::sin(x0) / y0 - std::cos(y0) * x0);
+  EXPECT_NEAR(f.d[0], y0 + std::cos(x0) / y0 - std::cos(y0), 1e-15);
+  EXPECT_NEAR(f.d[1], x0 - std::sin(x0) / (y0 * y0) + std::sin(y0) * x0, 1e-15);
+  // r = sqrt(x^2 + y^2): dr/dx = x / r; phi = atan2(y, x): dphi/dx = -y / r^2,
+  // dphi/dy = x / r^2; exp(log(x)) = x; |y| = -y here.
+  const double r0 = std::hypot(x0, y0);
+  const D2 r = sqrt(x * x + y * y), phi = atan2(y, x), e = exp(log(x)), a = abs(y);
+  EXPECT_NEAR(r.d[0], x0 / r0, 1e-15);
+  EXPECT_NEAR(r.d[1], y0 / r0, 1e-15);
+  EXPECT_NEAR(phi.d[0], -y0 / (r0 * r0), 1e-15);
+  EXPECT_NEAR(phi.d[1], x0 / (r0 * r0), 1e-15);
+  EXPECT_NEAR(e.d[0], 1.0, 1e-15);
+  EXPECT_EQ(e.d[1], 0.0);
+  EXPECT_EQ(a.d[1], -1.0);
+  // Comparisons see values alone; a constant has no tangents.
+  EXPECT_TRUE(x > y && D2(0.7) == x);
+  EXPECT_EQ(D2(3.0).d[0], 0.0);
+  EXPECT_FALSE(isfinite(sqrt(D2::variable(0.0, 0))));  // no derivative of sqrt at 0
+}
+
+// Integrates system 0 of b on cpu until no system is active.
+template <class Mo>
+void run_to_rest(Batch<Mo>& b, const RunOptions& r) {
+  for (int call = 0; call < 100 && integrate(b, Backend::cpu, r, 100000).active > 0; ++call) {
+  }
+}
+
+// A block launched down a rough incline (mu > tan alpha) at speed v0
+// decelerates at a = g (mu cos alpha - sin alpha) and stops after
+// s = v0^2 / (2 a) at t = v0 / a: ds/dmu = -v0^2 g cos alpha / (2 a^2),
+// ds/dv0 = v0 / a, dt/dmu = -v0 g cos alpha / a^2, dt/dv0 = 1 / a. Through
+// ukb::integrate on cpu, RK4 (the stop located by bisection) and
+// Dormand-Prince (on the dense output), on dual numbers seeded in mu and
+// v0: the rest state's and t_stop's tangents are those derivatives (the
+// event time's through the implicit function theorem, tangents.hpp).
+TEST(Dual, TheInclineStopHasTheClosedFormDerivativesOnBothMethods) {
+  using Mo = models::InclineBlock<D2>;
+  for (const Method method : {Method::rk4, Method::dopri5}) {
+    for (const double mu : {0.45, 0.8}) {
+      for (const double v0 : {0.5, 2.0}) {
+        SCOPED_TRACE(testing::Message() << to_string(method) << ", mu " << mu << ", v0 " << v0);
+        Batch<Mo> b(1);
+        Mo::Params p;
+        p.alpha = 0.3;
+        p.mu = D2::variable(mu, 0);
+        b.set_params(0, p);
+        const D2 ic[2] = {D2(0.0), D2::variable(v0, 1)};
+        D2 q[2], qd[2];
+        ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
+        b.set_state(0, q, qd);
+        if (method == Method::dopri5) b.allocate_adaptive();
+        RunOptions r;
+        r.method = method;
+        r.dt = method == Method::rk4 ? 1e-3 : 0;
+        r.event_tol = 1e-9;  // a tighter location amplifies rounding in the tangents (docs/sensitivities.md)
+        r.rtol = 1e-10;
+        r.atol = {1e-12};
+        run_to_rest(b, r);
+        const BatchView<Mo> v = b.view();
+        ASSERT_EQ(static_cast<Status>(v.status[0]), Status::at_rest);
+        D2 qf[2], qdf[2], nat[2];
+        for (int j = 0; j < 2; ++j) qf[j] = v.q[soa(j, 0, 1)], qdf[j] = v.qd[soa(j, 0, 1)];
+        Mo::natural_state(qf, qdf, p, nat);
+        const double g = 9.81, ca = std::cos(0.3), sa = std::sin(0.3);
+        const double a = g * (mu * ca - sa), dist = v0 * v0 / (2 * a), stop = v0 / a;
+        EXPECT_NEAR(nat[0].v, dist, 1e-9);  // located within event_tol of the stop, where v ~ 0
+        const double ds_dmu = -v0 * v0 * g * ca / (2 * a * a), ds_dv0 = v0 / a;
+        const double dt_dmu = -v0 * g * ca / (a * a), dt_dv0 = 1 / a;
+        EXPECT_NEAR(nat[0].d[0], ds_dmu, 1e-8 * std::abs(ds_dmu));
+        EXPECT_NEAR(nat[0].d[1], ds_dv0, 1e-8 * ds_dv0);
+        const D2 ts = v.t_stop[0];
+        EXPECT_NEAR(ts.v, stop, 2e-9);
+        // The event time's derivatives (tangents.hpp) to 1e-6, issue 52's
+        // bound: near the stop the friction's direction v / |v| turns the
+        // rounding of v's tangent across the line into tangents of order
+        // 1e-16 / |v|, and the last stage of the located step has |v| about
+        // a event_tol.
+        EXPECT_NEAR(ts.d[0], dt_dmu, 1e-6 * std::abs(dt_dmu));
+        EXPECT_NEAR(ts.d[1], dt_dv0, 1e-6 * dt_dv0);
+        EXPECT_EQ(nat[1].v, 0.0);  // at rest, and so are its tangents
+        EXPECT_EQ(nat[1].d[0], 0.0);
+      }
+    }
+  }
+}
+
+// The demo's bead, released at rest level with the ring's centre, slides
+// down and stops (ukb::friction's stop event, the stop finished in closed
+// form). The derivative of its resting angle with respect to mu, from a run
+// on dual numbers, against central differences of complete runs in double
+// (Richardson's extrapolation of steps h and h / 2), to 1e-6 relative; and
+// so the derivative of the time it stops.
+TEST(Dual, TheRingsRestingAngleHasTheDerivativeOfCompleteRuns) {
+  using M1 = models::BeadOnRing<Dual<double, 1>>;
+  using M0 = models::BeadOnRing<double>;
+  for (const Method method : {Method::rk4, Method::dopri5}) {
+    RunOptions r;
+    r.method = method;
+    r.dt = method == Method::rk4 ? 1e-3 : 0;
+    r.event_tol = 1e-12;  // the differences of complete runs: their location's jitter over h stays below 1e-8
+    r.rtol = 1e-12;
+    r.atol = {1e-14};
+    auto outcome_of = [&](double mu) {  // the resting angle, the time of the stop
+      Batch<M0> b(1);
+      M0::Params p;
+      p.mu = mu;
+      b.set_params(0, p);
+      const double ic[2] = {0.0, 0.0};
+      double q[2], qd[2];
+      M0::initial_state(ic, p, q, qd);
+      b.set_state(0, q, qd);
+      if (method == Method::dopri5) b.allocate_adaptive();
+      run_to_rest(b, r);
+      EXPECT_EQ(static_cast<Status>(b.view().status[0]), Status::at_rest);
+      return std::array<double, 2>{std::atan2(b.view().q[1], b.view().q[0]), b.view().t_stop[0]};
+    };
+    for (const double mu : {0.1, 0.3}) {
+      SCOPED_TRACE(testing::Message() << to_string(method) << ", mu " << mu);
+      Batch<M1> b(1);
+      M1::Params p;
+      p.mu = Dual<double, 1>::variable(mu, 0);
+      b.set_params(0, p);
+      const Dual<double, 1> ic[2] = {0.0, 0.0};
+      Dual<double, 1> q[2], qd[2];
+      M1::initial_state(ic, p, q, qd);
+      b.set_state(0, q, qd);
+      if (method == Method::dopri5) b.allocate_adaptive();
+      run_to_rest(b, r);
+      ASSERT_EQ(static_cast<Status>(b.view().status[0]), Status::at_rest);
+      const Dual<double, 1> out[2] = {atan2(b.view().q[1], b.view().q[0]), b.view().t_stop[0]};
+      const std::array<double, 2> plain = outcome_of(mu);
+      const double h = 1e-4;
+      for (int k = 0; k < 2; ++k) {
+        if (method == Method::rk4) EXPECT_EQ(out[k].v, plain[k]) << k;  // the values are those of double
+        else EXPECT_NEAR(out[k].v, plain[k], 1e-10) << k;  // (the steps are the same; the location is not)
+        const double c1 = (outcome_of(mu + h)[k] - outcome_of(mu - h)[k]) / (2 * h);
+        const double c2 = (outcome_of(mu + h / 2)[k] - outcome_of(mu - h / 2)[k]) / h;
+        const double richardson = (4 * c2 - c1) / 3;
+        EXPECT_NEAR(out[k].d[0], richardson, 1e-6 * std::abs(richardson)) << k;
+      }
+    }
+  }
+}
+
+// The reference backend computes in double only; cuda is compiled for the
+// built-in models in double and float: on dual numbers both say so.
+TEST(Dual, TheBackendsWithoutDualNumbersSaySo) {
+  Batch<models::InclineBlock<D2>> b(1);
+  EXPECT_THROW(integrate(b, Backend::reference, RunOptions{}, 1), BackendUnavailable);
+  EXPECT_THROW(integrate(b, Backend::cuda, RunOptions{}, 1), BackendUnavailable);
+}
+
+}  // namespace
+}  // namespace ukb::test
