@@ -132,7 +132,8 @@ UKB_HD inline void force(const T* q, const T* qd, T t, const typename Mo::Params
   T A[n], b[1];
   Mo::constraints(q, qd, t, p, A, b);
   const T sa = detail::square_safe_scale<n>(A);
-  for (int i = 0; i < n; ++i) A[i] /= sa;  // the projections are homogeneous in A
+  if (!all_lanes(sa == T(1)))  // A / 1 is A: the same bits without the divisions
+    for (int i = 0; i < n; ++i) A[i] /= sa;  // the projections are homogeneous in A
   T aa = T(0), av = T(0);
   for (int i = 0; i < n; ++i) {
     aa += A[i] * A[i];
@@ -209,7 +210,8 @@ UKB_HD inline void contact(const T* q, const T* qd, T t, const typename Mo::Para
   Mo::force(q, qd, t, p, Q);
   Mo::mass(q, t, p, M);
   const T sa = square_safe_scale<n>(A);
-  for (int i = 0; i < n; ++i) A[i] /= sa;  // A q'' = b scaled as a whole
+  if (!all_lanes(sa == T(1)))  // A / 1 is A: the same bits without the divisions
+    for (int i = 0; i < n; ++i) A[i] /= sa;  // A q'' = b scaled as a whole
   T aa = T(0), av = T(0), aQ = T(0);
   for (int i = 0; i < n; ++i) {
     aa += A[i] * A[i];
