@@ -116,7 +116,7 @@ struct ParamReader {
 /// The initial value of a field of type X (NaN or zero).
 template <class X>
 constexpr X field_init(bool nan) {
-  if constexpr (std::is_floating_point_v<X>) return nan ? std::numeric_limits<X>::quiet_NaN() : X(0);
+  if constexpr (std::numeric_limits<X>::has_quiet_NaN) return nan ? std::numeric_limits<X>::quiet_NaN() : X(0);
   return X(0);
 }
 
@@ -343,7 +343,7 @@ class Batch {
   template <class X>
   void allocate(std::vector<X, FreshAllocator<X>>& v, std::size_t rows, Field f) {
     const std::size_t size = rows * std::size_t(N_);
-    if (std::is_floating_point_v<X> && field_info(f).nan_init) {
+    if (std::numeric_limits<X>::has_quiet_NaN && field_info(f).nan_init) {
       v.assign(size, detail::field_init<X>(true));
     } else {
       std::vector<X, FreshAllocator<X>>(size).swap(v);

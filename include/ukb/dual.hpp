@@ -27,7 +27,10 @@ namespace ukb {
 
 template <class T, int K>
 struct Dual {
-  static_assert(std::is_floating_point_v<T> && K >= 1, "ukb::Dual: a floating-point value and K >= 1 tangents");
+  // float: the tolerances the kernels choose by the scalar's size
+  // (policy.hpp) and the Gram route's wide arithmetic would take a
+  // Dual<float, K> for a double; not yet.
+  static_assert(std::is_same_v<T, double> && K >= 1, "ukb::Dual: a double value and K >= 1 tangents");
   using value_type = T;                ///< the type of the value and of each tangent
   static constexpr int tangents = K;   ///< the number of tangents
   T v{};     ///< the value
@@ -104,8 +107,13 @@ struct Dual {
     const T s = sqrt(a.v);
     return chain(a, s, T(0.5) / s);
   }
-  /// |a|: the derivative of the branch taken (+1 at 0).
-  UKB_HD friend Dual abs(const Dual& a) { return a.v < T(0) ? -a : a; }
+  /// |a|: the derivative of the branch taken (+1 at 0; |-0| is +0, as std::abs).
+  UKB_HD friend Dual abs(const Dual& a) {
+    using std::abs;
+    Dual r = a.v < T(0) ? -a : a;
+    r.v = abs(a.v);
+    return r;
+  }
   UKB_HD friend Dual fabs(const Dual& a) { return abs(a); }
   UKB_HD friend Dual sin(const Dual& a) {
     using std::cos;
@@ -126,27 +134,40 @@ struct Dual {
     using std::log;
     return chain(a, log(a.v), T(1) / a.v);
   }
-  /// a^b = exp(b log a): (a^b)' = a^b (b' log a + b a' / a).
+  /// a^b: (a^b)' = b a^(b-1) a' + a^b log(a) b' (each term only where its
+  /// tangent moves: a constant exponent allows a <= 0).
   UKB_HD friend Dual pow(const Dual& a, const Dual& b) {
     using std::log;
     using std::pow;
     Dual r(pow(a.v, b.v));
     for (int k = 0; k < K; ++k) {
-      const T from_b = b.d[k] == T(0) ? T(0) : b.d[k] * log(a.v);  // a constant exponent: a <= 0 allowed
-      const T from_a = a.d[k] == T(0) ? T(0) : b.v * a.d[k] / a.v;
-      r.d[k] = r.v * (from_b + from_a);
+      const T from_a = a.d[k] == T(0) ? T(0) : b.v * pow(a.v, b.v - T(1)) * a.d[k];
+      const T from_b = b.d[k] == T(0) ? T(0) : r.v * log(a.v) * b.d[k];
+      r.d[k] = from_a + from_b;
     }
     return r;
   }
-  /// atan2(y, x)' = (x y' - y x') / (x^2 + y^2).
+  /// acos: -a' / sqrt(1 - a^2) (infinite at |a| = 1 for a moving input).
+  UKB_HD friend Dual acos(const Dual& a) {
+    using std::acos;
+    using std::sqrt;
+    return chain(a, acos(a.v), T(-1) / sqrt(T(1) - a.v * a.v));
+  }
+  /// atan2(y, x)' = (x y' - y x') / (x^2 + y^2), with x and y divided by
+  /// max(|x|, |y|) first (no overflow or underflow of the squares); 0 where
+  /// neither moves.
   UKB_HD friend Dual atan2(const Dual& y, const Dual& x) {
+    using std::abs;
     using std::atan2;
     Dual r(atan2(y.v, x.v));
-    const T r2 = x.v * x.v + y.v * y.v;
-    for (int k = 0; k < K; ++k) r.d[k] = (x.v * y.d[k] - y.v * x.d[k]) / r2;
+    const T s = abs(x.v) > abs(y.v) ? abs(x.v) : abs(y.v), xs = x.v / s, ys = y.v / s;
+    for (int k = 0; k < K; ++k)
+      r.d[k] = x.d[k] == T(0) && y.d[k] == T(0) ? T(0) : (xs * y.d[k] - ys * x.d[k]) / (xs * xs + ys * ys) / s;
     return r;
   }
-  /// Whether the value and every tangent are finite.
+  /// Whether the value and every tangent are finite (the one test that
+  /// looks at the tangents: the kernels' own finiteness checks are x - x ==
+  /// 0, on values).
   UKB_HD friend bool isfinite(const Dual& a) {
     using std::isfinite;
     bool ok = isfinite(a.v);
@@ -186,4 +207,7 @@ class std::numeric_limits<ukb::Dual<T, K>> : public std::numeric_limits<T> {
   static constexpr ukb::Dual<T, K> epsilon() noexcept { return std::numeric_limits<T>::epsilon(); }
   static constexpr ukb::Dual<T, K> infinity() noexcept { return std::numeric_limits<T>::infinity(); }
   static constexpr ukb::Dual<T, K> quiet_NaN() noexcept { return std::numeric_limits<T>::quiet_NaN(); }
+  static constexpr ukb::Dual<T, K> signaling_NaN() noexcept { return std::numeric_limits<T>::signaling_NaN(); }
+  static constexpr ukb::Dual<T, K> denorm_min() noexcept { return std::numeric_limits<T>::denorm_min(); }
+  static constexpr ukb::Dual<T, K> round_error() noexcept { return std::numeric_limits<T>::round_error(); }
 };

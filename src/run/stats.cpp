@@ -326,7 +326,8 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
     std::vector<std::vector<double>> quantiles(std::size(kPercents));
     for (std::vector<double>& b : by) {
       if (b.empty()) continue;
-      means.push_back(compensated_sum(b, 1) / static_cast<double>(b.size()));
+      const auto [b_lo, b_hi] = std::minmax_element(b.begin(), b.end());
+      means.push_back(mean_of(b, *b_lo, *b_hi));  // (scaled where the sum would overflow)
       std::sort(b.begin(), b.end());
       for (std::size_t k = 0; k < std::size(kPercents); ++k) quantiles[k].push_back(quantile_of(b, kPercents[k]));
     }

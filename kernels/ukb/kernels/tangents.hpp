@@ -35,6 +35,7 @@ namespace detail {
 template <Model Mo, class To>
 UKB_HD void param_values(const typename Mo::Params& p, typename To::Params& out) {
   using U = typename To::Scalar;
+  static_assert(param_count<Mo>() <= 64, "ukb: a model on dual numbers with events has at most 64 parameters");
   U* into[64] = {};
   int k = 0;
   To::visit_params(out, [&](const char*, U& x, const char*) {
