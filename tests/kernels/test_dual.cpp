@@ -59,6 +59,31 @@ void run_to_rest(Batch<Mo>& b, const RunOptions& r) {
   }
 }
 
+// System 0 of b: a block on the incline of angle alpha, s = 0, launched at
+// speed v0 down the line; mu and v0 seeded (tangents 0 and 1); with the
+// adaptive fields for Dormand-Prince. Its run options: the method's step
+// (dt 1e-3, or automatic), the given event and error tolerances.
+template <class Mo>
+RunOptions launch(Batch<Mo>& b, double alpha, double mu, double v0, Method method, double event_tol,
+                  double rtol) {
+  typename Mo::Params p;
+  p.alpha = alpha;
+  p.mu = D2::variable(mu, 0);
+  b.set_params(0, p);
+  const D2 ic[2] = {D2(0.0), D2::variable(v0, 1)};
+  D2 q[2], qd[2];
+  EXPECT_TRUE(Mo::initial_state(ic, p, q, qd));
+  b.set_state(0, q, qd);
+  if (method == Method::dopri5) b.allocate_adaptive();
+  RunOptions r;
+  r.method = method;
+  r.dt = method == Method::rk4 ? 1e-3 : 0;
+  r.event_tol = event_tol;
+  r.rtol = rtol;
+  r.atol = {rtol / 100};
+  return r;
+}
+
 // A block launched down a rough incline (mu > tan alpha) at speed v0
 // decelerates at a = g (mu cos alpha - sin alpha) and stops after
 // s = v0^2 / (2 a) at t = v0 / a: ds/dmu = -v0^2 g cos alpha / (2 a^2),
@@ -74,22 +99,9 @@ TEST(Dual, TheInclineStopHasTheClosedFormDerivativesOnBothMethods) {
       for (const double v0 : {0.5, 2.0}) {
         SCOPED_TRACE(testing::Message() << to_string(method) << ", mu " << mu << ", v0 " << v0);
         Batch<Mo> b(1);
-        Mo::Params p;
-        p.alpha = 0.3;
-        p.mu = D2::variable(mu, 0);
-        b.set_params(0, p);
-        const D2 ic[2] = {D2(0.0), D2::variable(v0, 1)};
-        D2 q[2], qd[2];
-        ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
-        b.set_state(0, q, qd);
-        if (method == Method::dopri5) b.allocate_adaptive();
-        RunOptions r;
-        r.method = method;
-        r.dt = method == Method::rk4 ? 1e-3 : 0;
-        r.event_tol = 1e-9;  // a tighter location amplifies rounding in the tangents (docs/sensitivities.md)
-        r.rtol = 1e-10;
-        r.atol = {1e-12};
-        run_to_rest(b, r);
+        // event_tol 1e-9: a tighter location amplifies rounding in the tangents (docs/sensitivities.md)
+        run_to_rest(b, launch(b, 0.3, mu, v0, method, 1e-9, 1e-10));
+        const Mo::Params p = b.params(0);
         const BatchView<Mo> v = b.view();
         ASSERT_EQ(static_cast<Status>(v.status[0]), Status::at_rest);
         D2 qf[2], qdf[2], nat[2];
@@ -166,22 +178,10 @@ TEST(Dual, AnEventAfterWhichTheMotionGoesOnMovesTheStatesTangents) {
   for (const Method method : {Method::rk4, Method::dopri5}) {
     SCOPED_TRACE(to_string(method));
     Batch<Mo> b(1);
-    Mo::Params p;  // alpha 0.5: tan(alpha) = 0.55 > mu, the block slides on
-    p.mu = D2::variable(mu, 0);
-    b.set_params(0, p);
-    const D2 ic[2] = {D2(0.0), D2::variable(v0, 1)};
-    D2 q[2], qd[2];
-    ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
-    b.set_state(0, q, qd);
-    if (method == Method::dopri5) b.allocate_adaptive();
-    RunOptions r;
-    r.method = method;
-    r.dt = method == Method::rk4 ? 1e-3 : 0;
+    RunOptions r = launch(b, 0.5, mu, v0, method, 1e-12, 1e-12);  // tan(0.5) = 0.55 > mu: it slides on
     r.t_end = 1.0;
-    r.event_tol = 1e-12;
-    r.rtol = 1e-12;
-    r.atol = {1e-14};
     run_to_rest(b, r);
+    const Mo::Params p = b.params(0);
     const BatchView<Mo> v = b.view();
     ASSERT_EQ(static_cast<Status>(v.status[0]), Status::ok);
     EXPECT_EQ(v.events[0], 1);
