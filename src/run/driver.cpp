@@ -417,7 +417,7 @@ CrosscheckReport crosscheck_run(const Config& c, const ModelInfo& M2, const Tabl
   sized.samples = N;  // the table's columns reserve room for N rows
   Table sub = make_table(sized);
   const Finals f(*e, sub);
-  for (int k = 0; k < N; ++k) append_row(sub, c, ids[std::size_t(k)], f, k, e0[std::size_t(k)]);
+  append_rows(sub, c, f, 0, N, ids.data(), e0.data());
   std::vector<long> rows(ids.size());
   for (std::size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<long>(k);
   Results theirs = results_of(sub, rows, table, ids);

@@ -177,12 +177,20 @@ void put_row(Table& t, std::size_t row, const Config& c, long sample, const Fina
   rows_values(t, c, f, k, k + 1, &sample, &e0, &at, table_out(t), r);
 }
 
-void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
-  const std::size_t row = t.rows();
+void append_rows(Table& t, const Config& c, const Finals& f, long k0, long k1, const long* samples,
+                 const double* e0) {
+  const std::size_t row = t.rows(), count = static_cast<std::size_t>(k1 - k0);
   for (Column& col : t.cols)
-    if (!col.input) col.integer ? col.i.push_back(0) : col.d.push_back(0);
-  t.status.push_back(0);
-  put_row(t, row, c, sample, f, k, e0);
+    if (!col.input) col.integer ? col.i.resize(row + count) : col.d.resize(row + count);
+  t.status.resize(row + count);
+  std::vector<long> at(count);
+  for (std::size_t i = 0; i < count; ++i) at[i] = static_cast<long>(row + i);
+  RowScratch r;
+  rows_values(t, c, f, k0, k1, samples, e0, at.data(), table_out(t), r);
+}
+
+void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0) {
+  append_rows(t, c, f, k, k + 1, &sample, &e0);
 }
 
 }  // namespace ukb::run

@@ -103,7 +103,12 @@ RowsOut table_out(Table& t);
 /// has that row).
 void put_row(Table& t, std::size_t row, const Config& c, long sample, const Finals& f, int k, double e0);
 
-/// Appends the row of a sample (row_values) to the table.
+/// Appends the rows of systems [k0, k1) to the table (rows_values; system
+/// k0 + i is sample samples[i], e0[i] its initial energy).
+void append_rows(Table& t, const Config& c, const Finals& f, long k0, long k1, const long* samples,
+                 const double* e0);
+
+/// Appends the row of a sample (append_rows of system k alone).
 void append_row(Table& t, const Config& c, long sample, const Finals& f, int k, double e0);
 
 }  // namespace ukb::run
