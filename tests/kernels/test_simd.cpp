@@ -208,6 +208,39 @@ TEST(Simd, LanesLocateStickSlipEventsAsOneSystemAtATime) {
   EXPECT_GT(stops.size(), 30u) << "guard: lanes refilled after stops at many different steps";
 }
 
+// Beads released at rest consult their handler before the first step,
+// after an evaluation at the state that the lanes make together
+// (kernels::consult_lanes): some stick at once and their lane takes the
+// next system (which may consult again), some slide off, some fail that
+// evaluation (mu NaN: the friction force at rest is not finite) before the
+// handler is asked; the outcomes and counters as one system at a time.
+TEST(Simd, StartConsultationsInLanesAsOneSystemAtATime) {
+  using Mo = models::BeadOnRing<double>;
+  const int N = sanitized ? 97 : 301;
+  RandomBatch<models::BeadOnRing> lanes(N, 23), one(N, 23);
+  for (int i = 0; i < N; ++i) {
+    auto s = lanes.samples[std::size_t(i)];
+    if (i % 7 != 6) s.qd[0] = s.qd[1] = 0.0;  // at rest, but every 7th
+    s.p.mu = 4.0 * i / N;                     // from 0 (slides off) to 4 (sticks at most angles)
+    if (i % 23 == 4) s.p.mu = std::numeric_limits<double>::quiet_NaN();
+    lanes.set(i, s), one.set(i, s);
+  }
+  const RunOptions run{.dt = 1e-3, .t_end = 0.2};
+  integrate(lanes.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.chunk = 16, .simd = true});
+  integrate(one.batch, Backend::cpu, run, std::numeric_limits<long>::max(), {.simd = false});
+  EXPECT_EQ(mismatches<Mo>(lanes.batch, one.batch), 0);
+  int stuck = 0, slid = 0, failed = 0;
+  for (int i = 0; i < N; ++i) {
+    const Status st = lanes.batch.status(i);
+    stuck += st == Status::at_rest && lanes.batch.steps(i) == 0 && lanes.batch.events(i) == 1;
+    slid += st == Status::ok && lanes.batch.steps(i) > 0 && lanes.batch.events(i) >= 1;
+    failed += st == Status::failed_nonfinite && lanes.batch.steps(i) == 0 && lanes.batch.events(i) == 0;
+  }
+  EXPECT_GT(stuck, N / 10) << "guard: beads that stuck at their start";
+  EXPECT_GT(slid, N / 10) << "guard: beads that consulted and slid off";
+  EXPECT_GE(failed, N / 23) << "guard: beads whose start could not be evaluated";
+}
+
 // The puck on the rough incline until it stops: friction against a 2-D
 // sliding velocity, its stop event (ukb::friction::stop_event, branch-free
 // through pick) evaluated on packs, and its handler (finish_stop, which

@@ -68,12 +68,13 @@ struct AdaptiveRun : RunCommon<Mo> {
   T h_next{};            ///< the `h_next` field: the size the control chose for the next step (0: none yet)
   T err_prev{};          ///< the `err_prev` field: the error norm of the last accepted step
 
+  template <bool Defer = false>
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
     k1_ok = false;
     locating = false;
     h_next = v.h_next ? v.h_next[i] : T(0);
     err_prev = v.err_prev ? v.err_prev[i] : T(0);
-    return Base::load(v, i, s);
+    return Base::template load<Defer>(v, i, s);
   }
 
   /// Scatters the system back (RunCommon::store) with the control's state.

@@ -78,9 +78,10 @@ struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
   Bisection<T> bisection{};
   T trial{};                     ///< the size of the trial being taken
 
+  template <bool Defer = false>
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
     locating = false;
-    return Base::load(v, i, s);
+    return Base::template load<Defer>(v, i, s);
   }
 
   /// Whether another step is to be taken in this call; if so, its start

@@ -76,6 +76,32 @@ struct SystemRange {
   UKB_HD bool done() const { return first >= last; }
 };
 
+/// The evaluations of the pending consultations of a pack's lanes
+/// (RunCommon::load): each lane where `pending` at its system's state (the
+/// others follow lane `first`'s, their results dropped), with the lanes'
+/// parameters set in lanes_p; the status of each lane's evaluation, the
+/// bits of uk_eval_rare's on that system alone (lanes.hpp).
+template <Model Mo, class V, class Run>
+typename Lanes<V>::LaneStatus consult_lanes(const Run* r, const bool* pending, int first, const int* sys,
+                                            LaneParams<Mo, V>& lanes_p, const RunSettings<typename Mo::Scalar>& s) {
+  using Lane = Lanes<V>;
+  using T = typename Mo::Scalar;
+  constexpr int W = Lane::width, n = Mo::n;
+  const T* q[W];
+  const T* qd[W];
+  T t[W];
+  for (int l = 0; l < W; ++l) {
+    const int k = pending[l] ? l : first;
+    q[l] = r[k].f.q, qd[l] = r[k].f.qd, t[l] = r[k].f.t;
+    lanes_p.set(l, sys[k], r[k].p);
+  }
+  V x[n], xd[n];
+  Lane::template gather<n>(x, q);
+  Lane::template gather<n>(xd, qd);
+  Accel<Mo, V> a;
+  return uk_accel<Mo, V>(x, xd, Lane::gather(t), lanes_p.P, s.rank_rtol, a, s.baumgarte);
+}
+
 /// Integrates the systems that `src` gives (SystemRange) with the run Run
 /// (SystemRun: RK4; AdaptiveRun: Dormand–Prince; each documents what
 /// happens to a system), Lanes<V>::width at a time: one system at a time for
@@ -97,6 +123,9 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, Source& src, const RunSett
   [[maybe_unused]] std::conditional_t<(W > 1), LaneParams<Mo, V>, NoLaneParams> lanes_p;
   // Lane l's next step: of its system, or of the next pending systems
   // until one has a step to take; false when the source has none left.
+  // In a pack, a system whose start consults its handler stops the search
+  // with the consultation pending (r[l].consult: the lanes' evaluations
+  // are then made together, consult_lanes).
   auto next = [&](int l) -> bool {
     if (sys[l] >= 0) {
       if (r[l].next(v, s)) return true;
@@ -104,20 +133,40 @@ UKB_HD void integrate_systems(const BatchView<Mo>& v, Source& src, const RunSett
       sys[l] = -1;
     }
     for (int i = src.next(); i >= 0; i = src.next()) {
-      if (!r[l].load(v, i, s)) continue;  // not ok: nothing to do
-      if (r[l].next(v, s)) {
-        sys[l] = i;
-        return true;
-      }
+      if (!r[l].template load<(W > 1)>(v, i, s)) continue;  // not ok: nothing to do
+      sys[l] = i;
+      if (W > 1 && r[l].consult) return true;
+      if (r[l].next(v, s)) return true;
       r[l].store(v, s);
+      sys[l] = -1;
     }
     return false;
   };
   for (;;) {
     bool live[W];
+    for (int l = 0; l < W; ++l) live[l] = next(l);
+    if constexpr (W > 1) {
+      // The pending consultations, each lane's evaluation at its state on
+      // the pack; a lane whose system has then no step to take goes on to
+      // the next system (whose start may consult again).
+      for (;;) {
+        int first = -1;
+        bool pending[W];
+        for (int l = 0; l < W; ++l) {
+          pending[l] = live[l] && r[l].consult;
+          if (pending[l] && first < 0) first = l;
+        }
+        if (first < 0) break;
+        const typename Lane::LaneStatus st = consult_lanes<Mo, V>(r, pending, first, sys, lanes_p, s);
+        for (int l = 0; l < W; ++l) {
+          if (!pending[l]) continue;
+          r[l].consulted(v, Lane::lane(st, l));
+          live[l] = next(l);
+        }
+      }
+    }
     int lead = -1, count = 0;
     for (int l = 0; l < W; ++l) {
-      live[l] = next(l);
       if (live[l]) {
         if (lead < 0) lead = l;
         ++count;

@@ -105,9 +105,16 @@ struct RunCommon {
     }
   }
 
+  /// The start's consultation of the handler waits for consulted() (load
+  /// with Defer: the lanes of a pack evaluate theirs together).
+  bool consult = false;
+
   /// Gathers system i; false (and nothing to do) when its status is not ok.
   /// A system at its start is monitored, and with g exactly zero its
-  /// handler is consulted once.
+  /// handler is consulted once, after one evaluation at the state: here,
+  /// or with `Defer` in consulted(), given that evaluation's status (consult
+  /// is set until then).
+  template <bool Defer = false>
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
     f.load(v, i);
     if (!f.ok()) return false;
@@ -127,22 +134,36 @@ struct RunCommon {
           return true;
         }
         if (start && g == T(0)) {
-          // A system that cannot be evaluated fails before its handler is asked.
-          Accel<Mo> a;
-          const Status st = uk_eval_rare<Mo, InlineRare>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
-          add(v.rhs_evals, 1);
-          if (st == Status::ok) {
-            add(v.events, 1);
-            rest = handle();
-            g = Mo::event(f.q, f.qd, f.t, p);
-            if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
+          if constexpr (Defer) {
+            consult = true;
           } else {
-            f.status = static_cast<std::int32_t>(st);
+            Accel<Mo> a;
+            consulted(v, uk_eval_rare<Mo, InlineRare>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte));
           }
         }
       }
     }
     return true;
+  }
+
+  /// The start's consultation of the handler (load), given the status `st`
+  /// of the evaluation at the state: a system that cannot be evaluated
+  /// fails before its handler is asked.
+  UKB_HD void consulted(const BatchView<Mo>& v, Status st) {
+    if constexpr (HasEvents<Mo>) {
+      consult = false;
+      add(v.rhs_evals, 1);
+      if (st == Status::ok) {
+        add(v.events, 1);
+        rest = handle();
+        g = Mo::event(f.q, f.qd, f.t, p);
+        if (!rest && !(g - g == T(0))) f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
+      } else {
+        f.status = static_cast<std::int32_t>(st);
+      }
+    } else {
+      (void)v, (void)st;
+    }
   }
 
   /// Scatters the system back (into v, at the index load took) with its
