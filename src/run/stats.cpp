@@ -137,18 +137,15 @@ double mean_of(const std::vector<double>& v, double lo, double hi) {
   return std::clamp(m, lo, hi);
 }
 
-// The standard deviation with the n - 1 denominator (n > 1): the plain sum
-// of the squared deviations, except where a square would overflow (a
-// deviation beyond 2^450) or every square underflow (all within 2^-450):
-// there the deviations are divided by a power of two near the largest
-// first (exact), and the result multiplied by it.
-double std_of(const std::vector<double>& v, double mean) {
-  double most[4] = {};  // the largest deviation, halved (no overflow), of every fourth value
-  const std::size_t n4 = v.size() / 4 * 4;
-  for (std::size_t i = 0; i < n4; i += 4)
-    for (std::size_t l = 0; l < 4; ++l) most[l] = std::max(most[l], std::abs(v[i + l] / 2 - mean / 2));
-  for (std::size_t i = n4; i < v.size(); ++i) most[0] = std::max(most[0], std::abs(v[i] / 2 - mean / 2));
-  const double half = std::max(std::max(most[0], most[1]), std::max(most[2], most[3]));
+// The standard deviation with the n - 1 denominator (n > 1) of finite
+// values whose min and max are lo and hi: the plain sum of the squared
+// deviations, except where a square would overflow (a deviation beyond
+// 2^450) or every square underflow (all within 2^-450): there the
+// deviations are divided by a power of two near the largest first (exact),
+// and the result multiplied by it. The largest deviation is lo's or hi's
+// (x / 2 - mean / 2 rounds monotonically in x).
+double std_of(const std::vector<double>& v, double mean, double lo, double hi) {
+  const double half = std::max(std::abs(lo / 2 - mean / 2), std::abs(hi / 2 - mean / 2));  // halved: no overflow
   if (half == 0) return 0;
   const double n1 = static_cast<double>(v.size() - 1);
   double ss = 0;
@@ -286,7 +283,7 @@ nlohmann::json stats(std::span<const double> all, const std::vector<std::size_t>
   const bool constant = lo == hi;
   const double mean = constant ? (lo == 0 ? 0.0 : lo) : mean_of(v, lo, hi);
   j["mean"] = mean;
-  const double sd = v.size() > 1 ? (constant ? 0.0 : std_of(v, mean)) : std::nan("");
+  const double sd = v.size() > 1 ? (constant ? 0.0 : std_of(v, mean, lo, hi)) : std::nan("");
   j["std"] = jnum(sd);
   // Quantiles by linear interpolation between order statistics (numpy's
   // default). Only the order statistics they need are selected, not the whole
@@ -537,14 +534,33 @@ nlohmann::json sensitivity(const Config& c, const Table& t, std::vector<std::str
 }  // namespace
 
 nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int threads) {
+  // The rows of each status, and of the successful ones; counted first, so
+  // that each list is allocated once at its size.
   std::map<std::int32_t, std::vector<std::size_t>> by_status;
   std::vector<std::size_t> ok_rows;
-  std::vector<std::size_t>* rows_of = nullptr;  // of the status of the row before (runs of one status)
+  auto successful = [](std::int32_t s) {
+    return s == static_cast<std::int32_t>(Status::ok) || s == static_cast<std::int32_t>(Status::at_rest);
+  };
+  {
+    std::map<std::int32_t, std::size_t> count;
+    std::size_t* count_of = nullptr;  // of the status of the row before (runs of one status)
+    for (std::size_t r = 0; r < t.rows(); ++r) {
+      if (r == 0 || t.status[r] != t.status[r - 1]) count_of = &count[t.status[r]];
+      ++*count_of;
+    }
+    std::size_t ok_count = 0;
+    for (const auto& [s, k] : count) {
+      by_status[s].reserve(k);
+      ok_count += successful(s) ? k : 0;
+    }
+    ok_rows.reserve(ok_count);
+  }
+  std::vector<std::size_t>* rows_of = nullptr;
+  bool ok_of = false;
   for (std::size_t r = 0; r < t.rows(); ++r) {
-    if (r == 0 || t.status[r] != t.status[r - 1]) rows_of = &by_status[t.status[r]];
+    if (r == 0 || t.status[r] != t.status[r - 1]) rows_of = &by_status[t.status[r]], ok_of = successful(t.status[r]);
     rows_of->push_back(r);
-    const Status s = static_cast<Status>(t.status[r]);
-    if (s == Status::ok || s == Status::at_rest) ok_rows.push_back(r);
+    if (ok_of) ok_rows.push_back(r);
   }
   nlohmann::json sum;
   sum["samples"] = t.rows();  // c.samples, or fewer where [stop] ended the run
@@ -588,7 +604,7 @@ nlohmann::json summary(const Config& c, const Table& t, Outcome& result, int thr
   struct Scratch {  // a thread's, reused from column to column
     std::vector<double> converted, values;
   };
-  for_each_index<Scratch>(static_cast<long>(todo.size()), threads, [&](long k, Scratch& w) {
+  for_each_index<Scratch, true>(static_cast<long>(todo.size()), threads, [&](long k, Scratch& w) {
     const Column& col = *todo[static_cast<std::size_t>(k)];
     if (col.integer) w.converted.assign(col.i.begin(), col.i.end());
     const std::span<const double> v = col.integer ? std::span<const double>(w.converted) : std::span<const double>(col.d);
