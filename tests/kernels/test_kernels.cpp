@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "support.hpp"
-#include "ukb/fresh_memory.hpp"
 #include "ukb/kernels/linalg.hpp"
 #include "ukb/kernels/stabilize.hpp"
 #include "ukb/kernels/team.hpp"
@@ -16,30 +15,6 @@
 
 namespace ukb::test {
 namespace {
-
-// fresh_memory.hpp's contract: a vector that grows into fresh memory reads
-// zero there, keeps what was written before a reallocation, and the large
-// arrays (a mapping of their own) start at a 2 MiB boundary.
-TEST(FreshMemory, GrownArraysReadZeroAndKeepWhatWasWritten) {
-  for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(600000), std::size_t(1) << 21}) {
-    SCOPED_TRACE(n);
-    std::vector<double, FreshAllocator<double>> v;
-    v.resize(n);
-    std::size_t nonzero = 0;
-    for (double x : v) nonzero += x != 0.0;
-    EXPECT_EQ(nonzero, 0u);
-    const bool mapped = detail::huge_fresh_on && n * sizeof(double) >= detail::huge_fresh_bytes;
-    if (mapped) {
-      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % detail::huge_page, 0u);
-    }
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<double>(i) + 0.5;
-    v.resize(2 * n + 7);  // a reallocation into fresh memory
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < n; ++i) wrong += v[i] != static_cast<double>(i) + 0.5;
-    for (std::size_t i = n; i < v.size(); ++i) wrong += v[i] != 0.0;
-    EXPECT_EQ(wrong, 0u);
-  }
-}
 
 TEST(Kernels, CholeskyTwoByTwoByHand) {
   // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt(2)]].
