@@ -4,12 +4,15 @@
 #include <array>
 #include <cmath>
 
+#include "spring_block.hpp"  // examples/models: a model file, without `rebind`
 #include "support.hpp"
 #include "ukb/dual.hpp"
 #include "ukb/backends.hpp"
 #include "ukb/engine.hpp"
 #include "ukb/models/bead_on_ring.hpp"
+#include "ukb/models/chaplygin_sleigh.hpp"
 #include "ukb/models/incline_block.hpp"
+#include "ukb/models/planar_chain.hpp"
 
 namespace ukb::test {
 namespace {
@@ -256,6 +259,113 @@ TEST(Dual, TheRingsRestingAngleHasTheDerivativeOfCompleteRuns) {
         EXPECT_NEAR(out[k].d[0], richardson, 1e-6 * std::abs(richardson)) << k;
       }
     }
+  }
+}
+
+// A model file with events and no `rebind` (examples/models/spring_block.hpp):
+// a block on a spring on a rough floor, released at rest at x0 > 0, swings
+// about +-d, d = mu m g / k, each half swing a half period pi sqrt(m / k)
+// long, to the turning points x_j = (-1)^j (x0 - 2 j d), and sticks at the
+// first with |x_j| <= d. So dx_j/dmu = (-1)^(j+1) 2 j m g / k, dx_j/dx0 =
+// (-1)^j, and the time of the stop, j pi sqrt(m / k), depends on neither.
+// Each turning point is an event (the rate of its event function taken on
+// the model's own dual numbers), the start a consultation of its handler.
+TEST(Dual, AModelFileWithEventsHasTheClosedFormDerivativesOfItsRest) {
+  using M = SpringBlock<D2>;
+  using M0 = SpringBlock<double>;
+  const double mu = 0.2, x0 = 1.0;
+  RunOptions r;
+  r.dt = 1e-3;
+  r.event_tol = 1e-12;
+  Batch<M> b(1);
+  M::Params p;
+  p.mu = D2::variable(mu, 0);
+  b.set_params(0, p);
+  const D2 ic[2] = {D2::variable(x0, 1), D2(0.0)};
+  D2 q[2], qd[2];
+  ASSERT_TRUE(M::initial_state(ic, p, q, qd));
+  b.set_state(0, q, qd);
+  run_to_rest(b, r);
+  ASSERT_EQ(static_cast<Status>(b.view().status[0]), Status::at_rest);
+  const M0::Params p0{};
+  const double d = mu * p0.m * p0.g / p0.k;
+  const int j = static_cast<int>(std::ceil((x0 - d) / (2 * d)));  // the first j with x0 - 2 j d <= d
+  ASSERT_GE(j, 2) << "guard: the block turns and slides on before it sticks";
+  const double sign = j % 2 == 0 ? 1.0 : -1.0;
+  const D2 x = b.view().q[0], t = b.view().t_stop[0];
+  EXPECT_EQ(b.view().events[0], j + 1) << "the start's consultation and every turning point";
+  EXPECT_NEAR(x.v, sign * (x0 - 2 * j * d), 1e-9);
+  EXPECT_NEAR(x.d[0], -sign * 2 * j * p0.m * p0.g / p0.k, 1e-7);
+  EXPECT_NEAR(x.d[1], sign, 1e-7);
+  EXPECT_NEAR(t.v, j * M_PI * std::sqrt(p0.m / p0.k), 1e-9);
+  EXPECT_NEAR(t.d[0], 0.0, 1e-7);
+  EXPECT_NEAR(t.d[1], 0.0, 1e-7);
+}
+
+// Smooth outcomes (no event) of a chain and of the sleigh at t = 1, RK4
+// with dt = 1e-2: the tangents are the derivatives of the computed
+// solution, which central differences of complete runs in double
+// (Richardson's extrapolation of steps h and h / 2) approach; to 1e-6
+// relative. The chain's tip against its damping c and the first link's
+// initial angle; the sleigh's heading against the resistance c and the
+// initial speed, under a periodic torque.
+// System 0 of b from its parameters p and initial quantities ic, run to
+// t = 1 with RK4 steps of 1e-2.
+template <class M>
+void run_one_second(Batch<M>& b, const typename M::Params& p, const typename M::Scalar* ic) {
+  typename M::Scalar q[M::n], qd[M::n];
+  b.set_params(0, p);
+  M::initial_state(ic, p, q, qd);
+  b.set_state(0, q, qd);
+  integrate(b, Backend::cpu, RunOptions{.dt = 1e-2, .t_end = 1.0}, 1000);
+  EXPECT_EQ(static_cast<Status>(b.view().status[0]), Status::ok);
+}
+template <class S>
+std::array<S, 2> chain_tip(S c, S angle) {
+  using M = models::PlanarChain<S, 3>;
+  Batch<M> b(1);
+  typename M::Params p;
+  p.c = c;
+  const S ic[6] = {angle, S(0.4), S(-0.3), S(0.0), S(0.5), S(0.0)};
+  run_one_second(b, p, ic);
+  return {b.view().q[4], b.view().q[5]};
+}
+template <class S>
+std::array<S, 2> sleigh_heading(S c, S v) {
+  using M = models::ChaplyginSleigh<S>;
+  Batch<M> b(1);
+  typename M::Params p;
+  p.c = c, p.tau0 = S(0.5), p.w = S(3.0);
+  const S ic[5] = {S(0.0), S(0.0), S(0.3), v, S(0.8)};
+  run_one_second(b, p, ic);
+  return {b.view().q[2], b.view().q[0]};
+}
+
+template <class F>
+void tangents_match_differences(F outcome, double a, double u) {
+  const std::array<D2, 2> dual = outcome(D2::variable(a, 0), D2::variable(u, 1));
+  const std::array<double, 2> plain = outcome(a, u);
+  const double h = 1e-4;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(dual[k].v, plain[k]) << k;  // the values are those of double
+    for (int wrt = 0; wrt < 2; ++wrt) {
+      auto at = [&](double step) { return wrt == 0 ? outcome(a + step, u)[k] : outcome(a, u + step)[k]; };
+      const double c1 = (at(h) - at(-h)) / (2 * h), c2 = (at(h / 2) - at(-h / 2)) / h;
+      const double richardson = (4 * c2 - c1) / 3;
+      EXPECT_GT(std::abs(richardson), 1e-3) << "guard: an outcome that depends on it, " << k << " " << wrt;
+      EXPECT_NEAR(dual[k].d[wrt], richardson, 1e-6 * std::abs(richardson)) << k << " " << wrt;
+    }
+  }
+}
+
+TEST(Dual, AChainAndTheSleighHaveTheDerivativesOfCompleteRuns) {
+  {
+    SCOPED_TRACE("planar_chain_3");
+    tangents_match_differences([](auto c, auto angle) { return chain_tip(c, angle); }, 0.3, 0.7);
+  }
+  {
+    SCOPED_TRACE("chaplygin_sleigh");
+    tangents_match_differences([](auto c, auto v) { return sleigh_heading(c, v); }, 0.4, 1.2);
   }
 }
 

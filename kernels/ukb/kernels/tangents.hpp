@@ -13,7 +13,9 @@
 /// and the state there moves with it: dx_e/dp = dx/dp + x' dt_e/dp
 /// (docs/design.md, "Forward sensitivities"). g' is the directional
 /// derivative of the model's event function along (q', q'', 1), taken on
-/// the model rebound to a dual number of one tangent. Where g' is zero or
+/// the model's own dual numbers, the direction in their first tangent and
+/// the parameters' tangents dropped (so a model file needs no `rebind`
+/// for it). Where g' is zero or
 /// not finite (an event that grazes zero) no derivative exists: the
 /// tangents become NaN, so that a result without a derivative is not
 /// silently wrong.
@@ -28,47 +30,26 @@
 
 namespace ukb::kernels {
 
-namespace detail {
-
-/// The values of a model's parameters on another scalar type: the fields
-/// that visit_params gives, in its order, value by value.
-template <Model Mo, class To>
-UKB_HD void param_values(const typename Mo::Params& p, typename To::Params& out) {
-  using U = typename To::Scalar;
-  static_assert(param_count<Mo>() <= 64, "ukb: a model on dual numbers with events has at most 64 parameters");
-  U* into[64] = {};
-  int k = 0;
-  To::visit_params(out, [&](const char*, U& x, const char*) {
-    if (k < 64) into[k] = &x;
-    ++k;
-  });
-  k = 0;
-  Mo::visit_params(p, [&](const char*, const typename Mo::Scalar& x, const char*) {
-    if (k < 64 && into[k]) *into[k] = U(x.v);
-    ++k;
-  });
-}
-
-}  // namespace detail
-
 /// The rate dg/dt of the event function g of a model on dual numbers at
-/// (q, q', t) moving with q'' (values only).
+/// (q, q', t) moving with q'' (values only): g on (q, q', t) whose first
+/// tangent is (q', q'', 1), the others and the parameters' zero.
 template <Model Mo>
 UKB_HD typename Mo::Scalar::value_type event_rate(const typename Mo::Scalar* q, const typename Mo::Scalar* qd,
                                                  const typename Mo::Scalar* qdd, typename Mo::Scalar t,
                                                  const typename Mo::Params& p) {
-  using S = typename Mo::Scalar::value_type;
-  using D1 = Dual<S, 1>;
-  using M1 = typename Mo::template rebind<D1>;
-  typename M1::Params p1;
-  detail::param_values<Mo, M1>(p, p1);
-  D1 q1[Mo::n], qd1[Mo::n];
+  using T = typename Mo::Scalar;
+  using S = typename T::value_type;
+  typename Mo::Params values = p;
+  Mo::visit_params(values, [](const char*, T& x, const char*) { x = T(x.v); });
+  T q1[Mo::n], qd1[Mo::n];
   for (int j = 0; j < Mo::n; ++j) {
-    q1[j] = D1(q[j].v), qd1[j] = D1(qd[j].v);
+    q1[j] = T(q[j].v), qd1[j] = T(qd[j].v);
     q1[j].d[0] = qd[j].v;
     qd1[j].d[0] = qdd[j].v;
   }
-  return M1::event(q1, qd1, D1::variable(t.v, 0), p1).d[0];
+  T t1(t.v);
+  t1.d[0] = S(1);
+  return Mo::event(q1, qd1, t1, values).d[0];
 }
 
 /// At a located event of a model on dual numbers: moves the tangents of
@@ -81,9 +62,6 @@ UKB_HD void event_tangents(typename Mo::Scalar* q, typename Mo::Scalar* qd, type
                            const typename Mo::Params& p, const RunSettings<typename Mo::Scalar>& s) {
   using T = typename Mo::Scalar;
   if constexpr (is_dual<T> && HasEvents<Mo>) {
-    static_assert(requires { typename Mo::template rebind<Dual<typename T::value_type, 1>>; },
-                  "ukb: a model with events run on dual numbers needs `template <class U> using rebind` "
-                  "(the rate of its event function is taken on another dual number)");
     using S = typename T::value_type;
     constexpr int K = T::tangents;
     Accel<Mo> a;
