@@ -3,6 +3,7 @@
 // match closed forms and central differences of complete runs.
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "spring_block.hpp"  // examples/models: a model file, without `rebind`
 #include "support.hpp"
@@ -210,12 +211,21 @@ TEST(Dual, AnEventAfterWhichTheMotionGoesOnMovesTheStatesTangents) {
 // zero, ukb::friction::stick_or_slip). The derivative of its resting angle with respect to mu, from a run
 // on dual numbers, against central differences of complete runs in double
 // (Richardson's extrapolation of steps h and h / 2), to 1e-6 relative; and
-// so the derivative of the time it stops.
+// so the derivative of the time it stops; with RK4 also under Baumgarte
+// stabilisation and under projection.
 TEST(Dual, TheRingsRestingAngleHasTheDerivativeOfCompleteRuns) {
   using M1 = models::BeadOnRing<Dual<double, 1>>;
   using M0 = models::BeadOnRing<double>;
-  for (const Method method : {Method::rk4, Method::dopri5}) {
+  // Both methods; with RK4 also under each stabilisation.
+  const std::pair<Method, Stabilization> cases[] = {{Method::rk4, Stabilization::none},
+                                                    {Method::rk4, Stabilization::baumgarte},
+                                                    {Method::rk4, Stabilization::projection},
+                                                    {Method::dopri5, Stabilization::none}};
+  for (const auto& c : cases) {
+    const Method method = c.first;
+    const Stabilization stab = c.second;
     RunOptions r;
+    r.stabilization = stab;
     r.method = method;
     r.dt = method == Method::rk4 ? 1e-3 : 0;
     r.event_tol = 1e-12;  // the differences of complete runs: their location's jitter over h stays below 1e-8
@@ -236,7 +246,7 @@ TEST(Dual, TheRingsRestingAngleHasTheDerivativeOfCompleteRuns) {
       return std::array<double, 2>{std::atan2(b.view().q[1], b.view().q[0]), b.view().t_stop[0]};
     };
     for (const double mu : {0.1, 0.3}) {
-      SCOPED_TRACE(testing::Message() << to_string(method) << ", mu " << mu);
+      SCOPED_TRACE(testing::Message() << to_string(method) << ", " << to_string(stab) << ", mu " << mu);
       Batch<M1> b(1);
       M1::Params p;
       p.mu = Dual<double, 1>::variable(mu, 0);
