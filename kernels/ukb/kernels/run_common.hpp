@@ -116,6 +116,7 @@ struct RunCommon {
   /// is set until then).
   template <bool Defer = false>
   UKB_HD bool load(const BatchView<Mo>& v, int i, const RunSettings<T>& s) {
+    consult = false;
     f.load(v, i);
     if (!f.ok()) return false;
     sys = i;
