@@ -10,6 +10,7 @@
 #include "ukb/dual.hpp"
 #include "ukb/backends.hpp"
 #include "ukb/engine.hpp"
+#include "ukb/kernels/tangents.hpp"
 #include "ukb/models/bead_on_ring.hpp"
 #include "ukb/models/chaplygin_sleigh.hpp"
 #include "ukb/models/incline_block.hpp"
@@ -277,39 +278,72 @@ TEST(Dual, TheRingsRestingAngleHasTheDerivativeOfCompleteRuns) {
 // about +-d, d = mu m g / k, each half swing a half period pi sqrt(m / k)
 // long, to the turning points x_j = (-1)^j (x0 - 2 j d), and sticks at the
 // first with |x_j| <= d. So dx_j/dmu = (-1)^(j+1) 2 j m g / k, dx_j/dx0 =
-// (-1)^j, and the time of the stop, j pi sqrt(m / k), depends on neither.
-// Each turning point is an event (the rate of its event function taken on
-// the model's own dual numbers), the start a consultation of its handler.
+// (-1)^j, dx_j/dk = (-1)^j 2 j mu m g / k^2; the time of the stop,
+// j pi sqrt(m / k), depends on neither mu nor x0, and dt/dk = -j pi
+// sqrt(m) / (2 k^1.5). Each turning point is an event: its time's
+// derivative in k is -g_k / g', so the event's rate (taken on the model's
+// own dual numbers) shows in dt/dk; the start is a consultation of the
+// handler.
 TEST(Dual, AModelFileWithEventsHasTheClosedFormDerivativesOfItsRest) {
-  using M = SpringBlock<D2>;
+  using D3 = Dual<double, 3>;
+  using M = SpringBlock<D3>;
   using M0 = SpringBlock<double>;
-  const double mu = 0.2, x0 = 1.0;
+  const M0::Params p0{};
+  const double mu = 0.2, x0 = 1.0, k = p0.k, m = p0.m, g = p0.g;
   RunOptions r;
   r.dt = 1e-3;
   r.event_tol = 1e-12;
   Batch<M> b(1);
   M::Params p;
-  p.mu = D2::variable(mu, 0);
+  p.mu = D3::variable(mu, 0);
+  p.k = D3::variable(k, 2);
   b.set_params(0, p);
-  const D2 ic[2] = {D2::variable(x0, 1), D2(0.0)};
-  D2 q[2], qd[2];
+  const D3 ic[2] = {D3::variable(x0, 1), D3(0.0)};
+  D3 q[2], qd[2];
   ASSERT_TRUE(M::initial_state(ic, p, q, qd));
   b.set_state(0, q, qd);
   run_to_rest(b, r);
   ASSERT_EQ(static_cast<Status>(b.view().status[0]), Status::at_rest);
-  const M0::Params p0{};
-  const double d = mu * p0.m * p0.g / p0.k;
+  const double d = mu * m * g / k;
   const int j = static_cast<int>(std::ceil((x0 - d) / (2 * d)));  // the first j with x0 - 2 j d <= d
   ASSERT_GE(j, 2) << "guard: the block turns and slides on before it sticks";
   const double sign = j % 2 == 0 ? 1.0 : -1.0;
-  const D2 x = b.view().q[0], t = b.view().t_stop[0];
+  const D3 x = b.view().q[0], t = b.view().t_stop[0];
   EXPECT_EQ(b.view().events[0], j + 1) << "the start's consultation and every turning point";
   EXPECT_NEAR(x.v, sign * (x0 - 2 * j * d), 1e-9);
-  EXPECT_NEAR(x.d[0], -sign * 2 * j * p0.m * p0.g / p0.k, 1e-7);
+  EXPECT_NEAR(x.d[0], -sign * 2 * j * m * g / k, 1e-7);
   EXPECT_NEAR(x.d[1], sign, 1e-7);
-  EXPECT_NEAR(t.v, j * M_PI * std::sqrt(p0.m / p0.k), 1e-9);
+  EXPECT_NEAR(x.d[2], sign * 2 * j * mu * m * g / (k * k), 1e-7);
+  EXPECT_NEAR(t.v, j * M_PI * std::sqrt(m / k), 1e-9);
   EXPECT_NEAR(t.d[0], 0.0, 1e-7);
   EXPECT_NEAR(t.d[1], 0.0, 1e-7);
+  const double dt_dk = -j * M_PI * std::sqrt(m) / (2 * k * std::sqrt(k));
+  EXPECT_NEAR(t.d[2], dt_dk, 1e-7 * std::abs(dt_dk));
+}
+
+// The ring with an event function that also depends on the time and on a
+// parameter: g = q1' + mu sin t. Along the motion, g' = q1'' + mu cos t;
+// the event's rate (tangents.hpp) takes it with the parameters' own
+// tangents dropped, whatever they are.
+template <class T>
+struct TimedEventRing : models::BeadOnRing<T> {
+  static constexpr const char* name = "timed_event_ring";
+  UKB_HD static T event(const T* /*q*/, const T* qd, T t, const typename models::BeadOnRing<T>::Params& p) {
+    using std::sin;
+    return qd[1] + p.mu * sin(t);
+  }
+};
+
+TEST(Dual, TheEventsRateIsItsDerivativeAlongTheMotion) {
+  using M = TimedEventRing<D2>;
+  M::Params p;
+  p.mu = D2::variable(0.3, 0);
+  p.mu.d[1] = 2.5;  // any tangents: dropped
+  p.R = D2::variable(1.0, 1);
+  const D2 q[2] = {D2::variable(0.6, 0), D2(0.8)}, qd[2] = {D2(-0.4), D2::variable(0.3, 1)};
+  const D2 qdd[2] = {D2(0.7), D2(-1.1)}, t = D2::variable(0.9, 0);
+  const double rate = kernels::event_rate<M>(q, qd, qdd, t, p);
+  EXPECT_NEAR(rate, -1.1 + 0.3 * std::cos(0.9), 1e-15);
 }
 
 // Smooth outcomes (no event) of a chain and of the sleigh at t = 1, RK4
@@ -325,7 +359,7 @@ template <class M>
 void run_one_second(Batch<M>& b, const typename M::Params& p, const typename M::Scalar* ic) {
   typename M::Scalar q[M::n], qd[M::n];
   b.set_params(0, p);
-  M::initial_state(ic, p, q, qd);
+  EXPECT_TRUE(M::initial_state(ic, p, q, qd));
   b.set_state(0, q, qd);
   integrate(b, Backend::cpu, RunOptions{.dt = 1e-2, .t_end = 1.0}, 1000);
   EXPECT_EQ(static_cast<Status>(b.view().status[0]), Status::ok);
