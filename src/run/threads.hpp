@@ -17,9 +17,9 @@ using cpu::thread_count;
 /// constructed, which must not throw; reused for all its i). Each thread
 /// takes a consecutive range of i; with `Uneven`, the next i whenever it is
 /// free instead (a few tasks of unequal cost, such as the summary's
-/// columns: some constant and cheap, some not). An exception from body is rethrown here once every
-/// thread is done: the one of the smallest i, as a single thread going in
-/// order would have thrown it.
+/// columns: some constant and cheap, some not). An exception from body is
+/// rethrown here once every thread is done: the one of the smallest i, as
+/// a single thread going in order would have thrown it.
 template <class Scratch, bool Uneven = false, class Body>
 void for_each_index(long n, int threads, const Body& body) {
   long first_bad = n;

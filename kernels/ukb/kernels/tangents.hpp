@@ -38,7 +38,6 @@ UKB_HD typename Mo::Scalar::value_type event_rate(const typename Mo::Scalar* q, 
                                                  const typename Mo::Scalar* qdd, typename Mo::Scalar t,
                                                  const typename Mo::Params& p) {
   using T = typename Mo::Scalar;
-  using S = typename T::value_type;
   typename Mo::Params values = p;
   Mo::visit_params(values, [](const char*, T& x, const char*) { x = T(x.v); });
   T q1[Mo::n], qd1[Mo::n];
@@ -47,9 +46,7 @@ UKB_HD typename Mo::Scalar::value_type event_rate(const typename Mo::Scalar* q, 
     q1[j].d[0] = qd[j].v;
     qd1[j].d[0] = qdd[j].v;
   }
-  T t1(t.v);
-  t1.d[0] = S(1);
-  return Mo::event(q1, qd1, t1, values).d[0];
+  return Mo::event(q1, qd1, T::variable(t.v, 0), values).d[0];
 }
 
 /// At a located event of a model on dual numbers: moves the tangents of
