@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "support.hpp"
+#include "team_support.hpp"
 #include "ukb/kernels/linalg.hpp"
 #include "ukb/kernels/stabilize.hpp"
 #include "ukb/kernels/team.hpp"
@@ -785,26 +786,8 @@ TEST(Kernels, LongChainsNameEveryCoordinate) {
   EXPECT_STREQ(models::PlanarChain12<double>::coords[22], "x12");
 }
 
-// --- Teams of threads per system (team.hpp), emulated on the CPU: one host
-// thread per member, their sync a std::barrier (issue 22's verification
-// without a GPU). Every size gives the one-thread kernels' bits.
-
-struct ThreadTeam {
-  int r, s;
-  std::barrier<>* bar;
-  int rank() const { return r; }
-  int size() const { return s; }
-  void sync() const { bar->arrive_and_wait(); }
-};
-
-// Runs f(team) on `size` threads, one per member of one team.
-template <class F>
-void run_team(int size, const F& f) {
-  std::barrier<> bar(size);
-  std::vector<std::thread> members;
-  for (int r = 0; r < size; ++r) members.emplace_back([&, r] { f(ThreadTeam{r, size, &bar}); });
-  for (std::thread& t : members) t.join();
-}
+// --- Teams of threads per system (team.hpp), emulated on the CPU
+// (team_support.hpp). Every size gives the one-thread kernels' bits.
 
 template <class T, std::size_t K>
 bool identical_bits(const T (&a)[K], const T (&b)[K]) {

@@ -1,6 +1,6 @@
 /// @file cuda/team.cuh
 /// @brief A team of team.hpp on the GPU: a tile of S threads of a warp
-///        (cooperative groups), its sync the tile's.
+///        (cooperative groups), its sync, vote and shuffles the tile's.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -15,6 +15,17 @@ struct TileTeam {
   __device__ int rank() const { return static_cast<int>(tile.thread_rank()); }
   __device__ static constexpr int size() { return S; }
   __device__ void sync() const { tile.sync(); }
+  __device__ bool all(bool m) const { return tile.all(m); }
+  /// The members' largest x by a butterfly of shuffles: every member ends
+  /// with the same value (a NaN only where every x is NaN).
+  template <class T>
+  __device__ T max(T x) const {
+    for (int o = S / 2; o > 0; o /= 2) {
+      const T v = tile.shfl_xor(x, o);
+      x = (v > x || x != x) ? v : x;
+    }
+    return x;
+  }
 };
 
 /// The tile of S threads that the calling thread belongs to.

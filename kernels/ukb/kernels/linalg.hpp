@@ -1,226 +1,25 @@
 /// @file linalg.hpp
-/// @brief Small dense linear algebra for one system, shared by every backend:
-///        Cholesky factorisation, triangular solves, and the pseudo-inverse
-///        of a wide matrix (certified Gram–Cholesky, else one-sided Jacobi).
+/// @brief The factorisations of the Udwadia–Kalaba solve, shared by every
+///        backend: the factor of a mass matrix (MassFactor) and the
+///        pseudo-inverse of a wide matrix (PseudoInverse: certified
+///        Gram–Cholesky, else one-sided Jacobi), for one thread (or a pack's
+///        lanes) and for a team of threads that shares one system (team.hpp).
 ///
 /// Fixed sizes, row-major arrays, no allocation, no exceptions: `UKB_HD`
 /// code that runs in a GPU thread and on a CPU core alike.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "ukb/config.hpp"
-#include "ukb/model.hpp"
 #include "ukb/policy.hpp"
+#include "ukb/kernels/dense.hpp"
 #include "ukb/kernels/lanes.hpp"
+#include "ukb/kernels/team.hpp"
 
 namespace ukb::kernels {
-
-/// True (per lane) when x is neither NaN nor infinite (valid without
-/// -ffast-math).
-template <class T>
-UKB_HD UKB_INLINE MaskOf<T> is_finite(const T& x) {
-  return x - x == T(0);
-}
-
-/// True (per lane) when every entry of x (K) is finite.
-template <int K, class T>
-UKB_HD UKB_INLINE MaskOf<T> all_finite(const T* x) {
-  MaskOf<T> ok(true);
-  for (int i = 0; i < K; ++i) ok = ok && is_finite(x[i]);
-  return ok;
-}
-
-/// The pivot floor, relative to the pivot's own diagonal entry, below which
-/// a mass matrix is not numerically positive definite: N eps (the size of
-/// LAPACK's pivoted-Cholesky default tolerance, dpstrf, which measures it
-/// against the largest diagonal entry instead). A pivot that small has
-/// lost every digit to cancellation: M is singular to working precision (the
-/// rolling sphere's M at the Euler angles' gimbal lock, where the exact
-/// pivot is 0 and the computed one a rounding error of either sign).
-template <int N, class S>
-UKB_HD constexpr S mass_pivot_rtol() {
-  return S(N) * std::numeric_limits<S>::epsilon();
-}
-
-/// Where the rows of a Rows x Cols matrix may be nonzero (the `Support` of
-/// the products below): in every column. A model's constraint_columns
-/// give a narrower support (ConstraintColumnsOf in uk.hpp); a support must
-/// hold for the values it is used with: the products leave out the terms of
-/// the columns outside it, which are then exact zeros, so that the results
-/// are the dense products' (for finite values, up to the sign of a zero).
-template <int Cols>
-struct AllColumns {
-  static constexpr bool sparse = false;
-  UKB_HD static constexpr ColumnRange row(int /*i*/) { return {0, Cols}; }
-};
-
-/// The columns where two rows' supports meet, [begin, end) (none where
-/// begin >= end): the terms of their product that can be nonzero.
-UKB_HD constexpr ColumnRange overlap(ColumnRange a, ColumnRange b) {
-  return {a.begin > b.begin ? a.begin : b.begin, a.end < b.end ? a.end : b.end};
-}
-
-/// Where the rows of a lower triangle (N x N) may be nonzero (the `Envelope`
-/// of the factorisation and the solves below): row i from column first(i)
-/// on, and so column j down to row last(j). Everywhere: the dense routines.
-template <int N>
-struct FullEnvelope {
-  UKB_HD static constexpr int first(int /*i*/) { return 0; }
-  UKB_HD static constexpr int last(int /*j*/) { return N - 1; }
-};
-
-/// The envelope of G = B B^T (Rows x Rows) for B's rows in Support (as
-/// AllColumns): G_ij is a sum over the columns where rows i and j may both
-/// be nonzero, so row i of G is zero left of the first row j whose columns
-/// meet row i's (i itself where none does). The Cholesky factor of G keeps
-/// that envelope (L_ij, j < first(i), is a sum of products with its zeros),
-/// and so do the solves with it: a chain's G is tridiagonal, its L
-/// bidiagonal.
-template <class Support, int Rows>
-struct GramEnvelope {
-  static constexpr std::array<int, Rows> firsts = [] {
-    std::array<int, Rows> f{};
-    for (int i = 0; i < Rows; ++i) {
-      f[i] = i;
-      for (int j = 0; j < i; ++j) {
-        const ColumnRange o = overlap(Support::row(i), Support::row(j));
-        if (o.begin < o.end) {
-          f[i] = j;
-          break;
-        }
-      }
-    }
-    return f;
-  }();
-  static constexpr std::array<int, Rows> lasts = [] {
-    std::array<int, Rows> l{};
-    for (int j = 0; j < Rows; ++j) {
-      l[j] = j;
-      for (int k = j + 1; k < Rows; ++k)
-        if (firsts[k] <= j) l[j] = k;
-    }
-    return l;
-  }();
-  // Device code reads a local copy of the tables (static members are host
-  // variables there), the host the tables themselves (as
-  // constraint_columns_of in model.hpp).
-  UKB_HD static constexpr int first(int i) {
-#if defined(__CUDA_ARCH__)
-    constexpr std::array<int, Rows> t = firsts;
-    return t[static_cast<std::size_t>(i)];
-#else
-    return firsts[static_cast<std::size_t>(i)];
-#endif
-  }
-  UKB_HD static constexpr int last(int j) {
-#if defined(__CUDA_ARCH__)
-    constexpr std::array<int, Rows> t = lasts;
-    return t[static_cast<std::size_t>(j)];
-#else
-    return lasts[static_cast<std::size_t>(j)];
-#endif
-  }
-};
-
-/// In-place Cholesky factorisation A = L L^T of a symmetric N x N matrix
-/// (row-major; only the lower triangle is read). On success the lower
-/// triangle holds L, `rdiag` (N) the reciprocals 1 / L_jj, and the result
-/// is 0; otherwise the result is k + 1 for the first pivot k that is not
-/// above `rel_pivot` times its diagonal entry A_kk (0: not positive), or
-/// not finite, per lane. The reciprocals turn the divisions of
-/// the factorisation and of every later triangular solve into
-/// multiplications: a division sits on the critical path of each row's
-/// recurrence and costs several times a multiplication's latency. A lane
-/// that fails goes on with NaN until every lane has failed. With an
-/// Envelope (GramEnvelope) A must be zero outside it; the terms of its
-/// zeros are left out and the entries outside it left as they are (zeros):
-/// the dense factor's values up to the sign of a zero.
-template <int N, class T, class Envelope = FullEnvelope<N>>
-UKB_HD inline typename Lanes<T>::Int cholesky(T* A, T* rdiag, typename Lanes<T>::Scalar rel_pivot = 0) {
-  using Lane = Lanes<T>;
-  using std::sqrt;
-  typename Lane::Int info{};
-  MaskOf<T> ok(true);
-  for (int j = 0; j < N; ++j) {
-    const T a_jj = A[j * N + j];
-    const int fj = Envelope::first(j);
-    T d = a_jj;
-    for (int k = fj; k < j; ++k) d -= A[j * N + k] * A[j * N + k];
-    const MaskOf<T> bad = !(d > T(rel_pivot) * a_jj) || !is_finite(d);
-    Lane::first(info, bad, j + 1);
-    ok = ok && !bad;
-    if (!Lane::any(ok)) return info;
-    const T ljj = sqrt(d), r = T(1) / ljj;
-    A[j * N + j] = ljj;
-    rdiag[j] = r;
-    for (int i = j + 1; i <= Envelope::last(j); ++i) {
-      const int fi = Envelope::first(i);
-      if (fi > j) continue;  // L_ij = 0 (a GramEnvelope's rows need not be monotone)
-      T s = A[i * N + j];
-      for (int k = fi > fj ? fi : fj; k < j; ++k) s -= A[i * N + k] * A[j * N + k];
-      A[i * N + j] = s * r;
-    }
-  }
-  return info;
-}
-
-/// cholesky(A, rdiag) without the reciprocals.
-template <int N, class T>
-UKB_HD inline typename Lanes<T>::Int cholesky(T* A) {
-  T rdiag[N];
-  return cholesky<N>(A, rdiag);
-}
-
-/// x <- L^{-1} x (forward substitution; L lower triangular, N x N row-major,
-/// rdiag the reciprocals of its diagonal from cholesky; zero outside the
-/// Envelope, whose terms are left out).
-template <int N, class T, class Envelope = FullEnvelope<N>>
-UKB_HD inline void solve_lower(const T* L, const T* rdiag, T* x) {
-  for (int i = 0; i < N; ++i) {
-    T s = x[i];
-    for (int k = Envelope::first(i); k < i; ++k) s -= L[i * N + k] * x[k];
-    x[i] = s * rdiag[i];
-  }
-}
-
-/// X <- X L^{-T} for R rows of X (R x N row-major): every row forward
-/// substituted as solve_lower does, row i of L at a time for all rows of
-/// X, so that the R recurrences run side by side instead of one after the
-/// other (the same operations in the same order per row).
-template <int N, int R, class T>
-UKB_HD inline void solve_lower_rows(const T* L, const T* rdiag, T* X) {
-  for (int i = 0; i < N; ++i)
-    for (int r = 0; r < R; ++r) {
-      T s = X[r * N + i];
-      for (int k = 0; k < i; ++k) s -= L[i * N + k] * X[r * N + k];
-      X[r * N + i] = s * rdiag[i];
-    }
-}
-
-/// x <- L^{-T} x (back substitution with the transpose of L; zero outside
-/// the Envelope, as solve_lower).
-template <int N, class T, class Envelope = FullEnvelope<N>>
-UKB_HD inline void solve_lower_transpose(const T* L, const T* rdiag, T* x) {
-  for (int i = N - 1; i >= 0; --i) {
-    T s = x[i];
-    for (int k = i + 1; k <= Envelope::last(i); ++k) s -= L[k * N + i] * x[k];
-    x[i] = s * rdiag[i];
-  }
-}
-
-/// y <- L x (L lower triangular, N x N row-major).
-template <int N, class T>
-UKB_HD inline void mul_lower(const T* L, const T* x, T* y) {
-  for (int i = 0; i < N; ++i) {
-    T s = T(0);
-    for (int k = 0; k <= i; ++k) s += L[i * N + k] * x[k];
-    y[i] = s;
-  }
-}
 
 /// The factor L of a mass matrix M = L L^T (N x N) and the products with
 /// it that the Udwadia–Kalaba solve takes, for one system or the systems in
@@ -243,67 +42,101 @@ struct MassFactor {
   /// Whether every entry of M is finite (per lane).
   UKB_HD MaskOf<T> finite() const { return all_finite<entries>(L); }
 
+  // Every operation below takes the team that shares this factor (team.hpp;
+  // SerialTeam, one thread, by default) and ends with a sync: x and y must
+  // then be shared by the team too. A team splits the entries that are
+  // independent of each other among its members; a recurrence (a triangular
+  // solve of a dense L) member 0 computes alone.
+
   /// M = L L^T in place: 0 on success, else k + 1 for the first pivot k
   /// that fails (cholesky's rule and result).
-  UKB_HD typename Lanes<T>::Int factor(typename Lanes<T>::Scalar rel_pivot) {
+  template <class Team = SerialTeam>
+  UKB_HD typename Lanes<T>::Int factor(typename Lanes<T>::Scalar rel_pivot, const Team& team = {}) {
     if constexpr (Diagonal) {
       using Lane = Lanes<T>;
       using std::sqrt;
-      typename Lane::Int info{};
-      MaskOf<T> ok(true);
-      for (int j = 0; j < N; ++j) {
-        const T d = L[j];
-        const MaskOf<T> bad = !(d > T(rel_pivot) * d) || !is_finite(d);
-        Lane::first(info, bad, j + 1);
-        ok = ok && !bad;
-        if (!Lane::any(ok)) return info;
-        const T ljj = sqrt(d), r = T(1) / ljj;
-        L[j] = ljj;
-        rd[j] = r;
+      if constexpr (!is_serial_team<Team>) {
+        // Every member finds the first failing pivot; the members then take
+        // the square roots of the pivots before it.
+        int info = 0;
+        for (int j = 0; j < N && info == 0; ++j)
+          if (!(L[j] > T(rel_pivot) * L[j]) || !is_finite(L[j])) info = j + 1;
+        team.sync();  // every member has read M
+        for (int j = team.rank(); j < (info ? info - 1 : N); j += team.size()) {
+          const T ljj = sqrt(L[j]), r = T(1) / ljj;
+          L[j] = ljj;
+          rd[j] = r;
+        }
+        team.sync();
+        return info;
+      } else {
+        typename Lane::Int info{};
+        MaskOf<T> ok(true);
+        for (int j = 0; j < N; ++j) {
+          const T d = L[j];
+          const MaskOf<T> bad = !(d > T(rel_pivot) * d) || !is_finite(d);
+          Lane::first(info, bad, j + 1);
+          ok = ok && !bad;
+          if (!Lane::any(ok)) return info;
+          const T ljj = sqrt(d), r = T(1) / ljj;
+          L[j] = ljj;
+          rd[j] = r;
+        }
+        return info;
       }
-      return info;
     } else {
-      return cholesky<N>(L, rd, rel_pivot);
+      return factor_cholesky<N>(team, L, rd, rel_pivot);
     }
   }
   /// x <- L^{-1} x.
-  UKB_HD void solve(T* x) const {
+  template <class Team = SerialTeam>
+  UKB_HD void solve(T* x, const Team& team = {}) const {
     if constexpr (Diagonal) {
-      for (int i = 0; i < N; ++i) x[i] = x[i] * rd[i];
+      for (int i = team.rank(); i < N; i += team.size()) x[i] = x[i] * rd[i];
     } else {
-      solve_lower<N>(L, rd, x);
+      if (team.rank() == 0) solve_lower<N>(L, rd, x);
     }
+    team.sync();
   }
   /// x <- L^{-T} x.
-  UKB_HD void solve_transpose(T* x) const {
+  template <class Team = SerialTeam>
+  UKB_HD void solve_transpose(T* x, const Team& team = {}) const {
     if constexpr (Diagonal) {
-      for (int i = N - 1; i >= 0; --i) x[i] = x[i] * rd[i];
+      for (int i = team.rank(); i < N; i += team.size()) x[i] = x[i] * rd[i];
     } else {
-      solve_lower_transpose<N>(L, rd, x);
+      if (team.rank() == 0) solve_lower_transpose<N>(L, rd, x);
     }
+    team.sync();
   }
   /// X <- X L^{-T} for the R rows of X (R x N, row-major), whose nonzeros
   /// lie in Support (AllColumns; a narrower one only for a diagonal L, which
-  /// keeps X's zeros where they are).
-  template <int R, class Support = AllColumns<N>>
-  UKB_HD void solve_rows(T* X) const {
+  /// keeps X's zeros where they are). Row r by member r mod size.
+  template <int R, class Support = AllColumns<N>, class Team = SerialTeam>
+  UKB_HD void solve_rows(T* X, const Team& team = {}) const {
     static_assert(Diagonal || !Support::sparse, "a dense L^{-T} fills the rows in");
     if constexpr (Diagonal) {
-      for (int r = 0; r < R; ++r) {
+      for (int r = team.rank(); r < R; r += team.size()) {
         const ColumnRange c = Support::row(r);
         for (int i = c.begin; i < c.end; ++i) X[r * N + i] = X[r * N + i] * rd[i];
       }
-    } else {
+      team.sync();
+    } else if constexpr (is_serial_team<Team>) {
       solve_lower_rows<N, R>(L, rd, X);
+    } else {
+      team_solve_lower_rows<N, R>(team, L, rd, X);
     }
   }
   /// y <- L x.
-  UKB_HD void mul(const T* x, T* y) const {
-    if constexpr (Diagonal) {
-      for (int i = 0; i < N; ++i) y[i] = L[i] * x[i];
-    } else {
-      mul_lower<N>(L, x, y);
+  template <class Team = SerialTeam>
+  UKB_HD void mul(const T* x, T* y, const Team& team = {}) const {
+    for (int i = team.rank(); i < N; i += team.size()) {
+      if constexpr (Diagonal) {
+        y[i] = L[i] * x[i];
+      } else {
+        y[i] = mul_lower_row<N>(L, x, i);
+      }
     }
+    team.sync();
   }
 };
 
@@ -384,10 +217,12 @@ struct PseudoInverse {
     return sizeof(S) >= 8 ? S(1.6e5) : S(200);
   }
 
-  /// Mixed precision: the double Gram route's L and 1 / L_ii. Zeroed: only
-  /// the lanes of `gram_wide` are ever read, but g++ 12 cannot see that
-  /// through the inlined route and warns (-Wmaybe-uninitialized) without it.
+  /// Mixed precision: B^T in double, and the double Gram route's L and
+  /// 1 / L_ii. L and rdiag zeroed: only the lanes of `gram_wide` are ever
+  /// read, but g++ 12 cannot see that through the inlined route and warns
+  /// (-Wmaybe-uninitialized) without it.
   struct WideGram {
+    Wide Bt[Cols * Rows];
     Wide L[Rows * Rows]{};
     Wide rdiag[Rows]{};
   };
@@ -398,18 +233,33 @@ struct PseudoInverse {
   /// `allow_gram` = false forces the Jacobi route (studies, tests). In a
   /// pack, each lane takes its own route: the lanes that the Gram route
   /// cannot certify are factorised by Jacobi on copies and merged.
-  UKB_HD void factor(const T* B, T rtol, bool allow_gram = true) {
-    for (int k = 0; k < Cols; ++k)
+  ///
+  /// Here and in apply and apply_gram, `team` (team.hpp; one thread by
+  /// default) is the team that shares this object, B, y and x: its members
+  /// split the transposition, the Gram matrix, its factor and the products;
+  /// every member forms the certificate itself (it decides the route);
+  /// member 0 alone runs the Jacobi route. Each ends with a sync.
+  template <class Team = SerialTeam>
+  UKB_HD void factor(const T* B, T rtol, bool allow_gram = true, const Team& team = {}) {
+    for (int k = team.rank(); k < Cols; k += team.size())
       for (int i = 0; i < Rows; ++i) W[k * Rows + i] = B[i * Cols + k];
-    sweeps = 0;
+    team.sync();
+    const bool lead = team.rank() == 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
-    gram = Mask(false);
-    gram_wide = Mask(false);
-    marginal = Mask(false);
-    if (allow_gram && Rows > 1) gram = try_gram(rtol);
-    if (Lane::all(gram)) {
-      rank = typename Lane::Int{};
-      for (int i = 0; i < Rows; ++i) Lane::count(rank, gram);
+    Mask g(false), g_wide(false);
+    if (allow_gram && Rows > 1) g = try_gram(rtol, g_wide, team);
+    if (lead) {
+      sweeps = 0;
+      gram = g;
+      gram_wide = g_wide;
+      marginal = Mask(false);
+    }
+    if (Lane::all(g)) {
+      if (lead) {
+        rank = typename Lane::Int{};
+        for (int i = 0; i < Rows; ++i) Lane::count(rank, g);
+      }
+      team.sync();
       return;
     }
     if constexpr (Lane::width > 1) {
@@ -425,50 +275,72 @@ struct PseudoInverse {
         return;
       }
     }
-    sweeps = jacobi(W, Vrot, inv_s2, rtol, rank, marginal);
+    team.sync();  // every member has formed its certificate from Vrot and inv_s2
+    if (lead) sweeps = jacobi(W, Vrot, inv_s2, rtol, rank, marginal);
+    team.sync();
   }
 
   /// x <- B^+ y  (y: Rows, x: Cols).
-  UKB_HD void apply(const T* y, T* x) const {
+  template <class Team = SerialTeam>
+  UKB_HD void apply(const T* y, T* x, const Team& team = {}) const {
     T z[Rows];
     coefficients(y, z);
     if constexpr (Support::sparse) {
       if (Lane::all(gram)) {  // W = B^T: x_k sums over the rows i that reach column k, i in order
-        for (int k = 0; k < Cols; ++k) x[k] = T(0);
-        for (int i = 0; i < Rows; ++i) {
-          const ColumnRange c = Support::row(i);
-          for (int k = c.begin; k < c.end; ++k) x[k] += W[k * Rows + i] * z[i];
+        if constexpr (is_serial_team<Team>) {
+          for (int k = 0; k < Cols; ++k) x[k] = T(0);
+          for (int i = 0; i < Rows; ++i) {
+            const ColumnRange c = Support::row(i);
+            for (int k = c.begin; k < c.end; ++k) x[k] += W[k * Rows + i] * z[i];
+          }
+        } else {  // a member per column k, its sum in the same order
+          for (int k = team.rank(); k < Cols; k += team.size()) {
+            T s = T(0);
+            for (int i = 0; i < Rows; ++i) {
+              const ColumnRange c = Support::row(i);
+              if (c.begin <= k && k < c.end) s += W[k * Rows + i] * z[i];
+            }
+            x[k] = s;
+          }
         }
+        team.sync();
         return;
       }
     }
-    for (int k = 0; k < Cols; ++k) {
+    for (int k = team.rank(); k < Cols; k += team.size()) {
       T s = T(0);
       for (int i = 0; i < Rows; ++i) s += W[k * Rows + i] * z[i];
       x[k] = s;
     }
+    team.sync();
   }
 
   /// x <- (B B^T)^+ y  (y, x: Rows).
-  UKB_HD void apply_gram(const T* y, T* x) const {
+  template <class Team = SerialTeam>
+  UKB_HD void apply_gram(const T* y, T* x, const Team& team = {}) const {
     T z[Rows];
     coefficients(y, z);
     if (Lane::all(gram)) {
-      for (int i = 0; i < Rows; ++i) x[i] = z[i];  // G^{-1} y
+      for (int i = team.rank(); i < Rows; i += team.size()) x[i] = z[i];  // G^{-1} y
+      team.sync();
       return;
     }
-    for (int k = 0; k < Rows; ++k) {
+    for (int k = team.rank(); k < Rows; k += team.size()) {
       T s = T(0);
       for (int i = 0; i < Rows; ++i) s += Vrot[k * Rows + i] * z[i];
       x[k] = Lane::select(gram, z[k], s);
     }
+    team.sync();
   }
 
  private:
   // The Gram route, per lane: G = W^T W, its Cholesky factor and the
   // certificate in T (L into Vrot, 1 / L_ii into inv_s2); in float, for the
-  // lanes it cannot certify, the same in double (wide; gram_wide).
-  UKB_HD Mask try_gram(T rtol) {
+  // lanes it cannot certify, the same in double (wide; those lanes in
+  // `wide_lanes`).
+  template <class Team>
+  UKB_HD Mask try_gram(T rtol, Mask& wide_lanes, const Team& team) {
+    wide_lanes = Mask(false);
     if constexpr (mixed) {
       Mask own(false), worth_wide(true);
       // kappa(G) >= max_i G_ii / min_i G_ii (lambda_max >= G_ii >= lambda_min),
@@ -495,30 +367,31 @@ struct PseudoInverse {
         // (redundant rows, a near-singular B): Jacobi, without the
         // attempt in double.
         T bound;
-        own = certify<T>(W, rtol, Vrot, inv_s2, &bound) && hope;
+        own = certify<T>(W, rtol, Vrot, inv_s2, team, &bound) && hope;
         const T hopeless = T(1) / std::numeric_limits<typename Lane::Scalar>::epsilon();
         worth_wide = !own && !(hope && !(bound <= hopeless));
       }
-      gram_wide = Mask(false);
       if (!Lane::any(worth_wide)) return own;
-      Wide Ww[Cols * Rows];
-      for (int k = 0; k < Cols * Rows; ++k) Ww[k] = Lane::widen(W[k]);
-      gram_wide = Lane::narrow(certify<Wide>(Ww, Lane::widen(rtol), wide.L, wide.rdiag)) && worth_wide;
-      return own || gram_wide;
+      for (int k = team.rank(); k < Cols; k += team.size())
+        for (int i = 0; i < Rows; ++i) wide.Bt[k * Rows + i] = Lane::widen(W[k * Rows + i]);
+      team.sync();
+      wide_lanes =
+          Lane::narrow(certify<Wide>(wide.Bt, Lane::widen(rtol), wide.L, wide.rdiag, team)) && worth_wide;
+      return own || wide_lanes;
     } else {
-      return certify<T>(W, rtol, Vrot, inv_s2);
+      return certify<T>(W, rtol, Vrot, inv_s2, team);
     }
   }
 
   // G = Bt^T Bt (Bt: Cols x Rows) into G's lower triangle, its Cholesky
   // factor (rd: 1 / L_ii) and whether the bound certifies it (per lane),
   // all in the arithmetic U. G_ij sums over the columns where both rows
-  // may be nonzero (Support), k in order.
-  template <class U>
-  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, U* bound_out = nullptr) {
+  // may be nonzero (Support), k in order. A team's members split G's rows
+  // and its factor; each forms the certificate itself.
+  template <class U, class Team>
+  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, const Team& team, U* bound_out = nullptr) {
     using UL = Lanes<U>;
-    U trace = U(0);
-    for (int i = 0; i < Rows; ++i) {
+    for (int i = team.rank(); i < Rows; i += team.size()) {
       const ColumnRange ci = Support::row(i);
       for (int j = 0; j <= i; ++j) {
         const ColumnRange o = overlap(ci, Support::row(j));
@@ -529,10 +402,12 @@ struct PseudoInverse {
       // The upper triangle is not used, but a pack that mixes routes
       // selects whole matrices: it must not read indeterminate values.
       for (int j = i + 1; j < Rows; ++j) G[i * Rows + j] = U(0);
-      trace += G[i * Rows + i];
     }
+    team.sync();
+    U trace = U(0);
+    for (int i = 0; i < Rows; ++i) trace += G[i * Rows + i];
     using std::abs;
-    const MaskOf<U> factored = UL::is_zero(cholesky<Rows, U, Envelope>(G, rd));
+    const MaskOf<U> factored = UL::is_zero(factor_cholesky<Rows, U, Envelope>(team, G, rd, 0));
     if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
     // ||L^{-1}||_F^2 = trace(G^{-1}) >= 1 / lambda_min, column by column of

@@ -123,6 +123,38 @@ struct ModelLanes {
 template <Model Mo, class V>
 using ParamsOf = typename ModelLanes<Mo, V>::Params;
 
+/// Where one Udwadia–Kalaba evaluation (uk_accel) keeps its matrices and
+/// vectors: the factor of M, the pseudo-inverse of B, and arrays of n or m
+/// values (A of m x n), wherever they live (UkWorkspace for a team; one
+/// thread's own arrays, which a struct of them all would have put in local
+/// memory for the chains).
+template <Model Mo, class V = typename Mo::Scalar>
+struct UkArrays {
+  MassFactorOf<Mo, V>& Lm;  ///< M, then its factor L
+  PseudoInverse<Mo::m, Mo::n, V, ConstraintColumnsOf<Mo>>& pinv;  ///< of B
+  V* a;  ///< n: Q, then a = M^{-1} Q
+  V* A;  ///< m x n: A, then B = A L^{-T}
+  V* b;  ///< m: b (Baumgarte-corrected)
+  V* r;  ///< m: r = b - A a
+  V* z;  ///< n: z = B^+ r
+  V* u;  ///< n: C, then c^ = L^{-1} C, then L^T (q'' - a)
+  V* w;  ///< n: (I - B^+ B) c^
+  V* y;  ///< m: B c^
+};
+
+/// The workspace of one Udwadia–Kalaba evaluation as one object, sized by
+/// the model's n and m: sizeof(UkWorkspace<Mo, V>) is what an evaluation
+/// needs besides its inputs and its Accel; a team shares it (a GPU block's
+/// shared memory).
+template <Model Mo, class V = typename Mo::Scalar>
+struct UkWorkspace {
+  static constexpr int n = Mo::n, m = Mo::m;
+  MassFactorOf<Mo, V> Lm;
+  PseudoInverse<m, n, V, ConstraintColumnsOf<Mo>> pinv;
+  V a[n], A[m * n], b[m], r[m], z[n], u[n], w[n], y[m];
+  UKB_HD UkArrays<Mo, V> arrays() { return {Lm, pinv, a, A, b, r, z, u, w, y}; }
+};
+
 /// Evaluates the Udwadia–Kalaba equation for one system, or for the
 /// systems in V's lanes (docs/design.md §1):
 ///     q'' = a + L^{-T} ( c^ + B^+ (r - B c^) ),  Qc_ideal = L B^+ r,
@@ -136,93 +168,128 @@ using ParamsOf = typename ModelLanes<Mo, V>::Params;
 /// model's functions are also called for lanes whose system has failed (or
 /// that follow another lane's system, cpu/simd.hpp); what they give there
 /// is dropped.
+///
+/// By a team (team.hpp) that shares the arrays `ws` and `out`: member 0
+/// calls the model's functions, the members split the factorisations and
+/// products (linalg.hpp), and every member returns the same status; q, qd
+/// and p must hold the same values on every member. SerialTeam (one thread,
+/// or a pack's lanes) gives the bits of any team.
+template <Model Mo, class V, class Team>
+UKB_HD typename Lanes<V>::LaneStatus uk_accel(const Team& team, const UkArrays<Mo, V>& ws, const V* q, const V* qd,
+                                              std::type_identity_t<V> t, const ParamsOf<Mo, V>& p,
+                                              typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
+                                              const Baumgarte<typename Mo::Scalar>& bg) {
+  using T = typename Mo::Scalar;
+  using Lane = Lanes<V>;
+  using Mask = MaskOf<V>;
+  static_assert(is_serial_team<Team> || Lane::width == 1, "a team of threads evaluates one system");
+  constexpr int n = Mo::n, m = Mo::m;
+  const int first = team.rank(), stride = team.size();
+  const bool lead = first == 0;
+  typename Lane::LaneStatus st{};
+  auto& Lm = ws.Lm;
+  V* const a = ws.a;
+  if (lead) ModelLanes<Mo, V>::inputs(q, qd, t, p, bg, Lm.L, a, ws.A, ws.b);
+  team.sync();
+  const Mask finite_in = team.all(finite_share<MassFactorOf<Mo, V>::entries>(team, Lm.L) &&
+                                  finite_share<n>(team, a) && finite_share<m * n>(team, ws.A) &&
+                                  finite_share<m>(team, ws.b));
+  Lane::fail(st, !finite_in, Status::failed_nonfinite);
+  if (!Lane::any(Lane::ok(st))) return st;
+  Lane::fail(st, !Lane::is_zero(Lm.factor(mass_pivot_rtol<n, T>(), team)), Status::failed_mass_matrix);
+  if (!Lane::any(Lane::ok(st))) return st;
+
+  // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T
+  // (row i of r and of B by member i mod size, in place: A is not needed
+  // any more). The products with A's rows and B's take the columns of Rows
+  // alone (every column, or the model's constraint_columns).
+  using Rows = ConstraintColumnsOf<Mo>;
+  Lm.solve(a, team);
+  Lm.solve_transpose(a, team);
+  using std::abs;
+  V r_scale = V(T(0));  // max_i (|b_i| + sum_k |A_ik a_k|)
+  for (int i = first; i < m; i += stride) {
+    V s = ws.b[i], sa = abs(ws.b[i]);
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) {
+      s -= ws.A[i * n + k] * a[k];
+      sa += abs(ws.A[i * n + k] * a[k]);
+    }
+    ws.r[i] = s;
+    r_scale = Lane::select(sa > r_scale, sa, r_scale);
+  }
+  r_scale = team.max(r_scale);
+  V* const B = ws.A;
+  Lm.template solve_rows<m, Rows>(B, team);
+  auto& pinv = ws.pinv;
+  pinv.factor(B, V(rank_rtol), true, team);
+  if (lead) {
+    out.rank = pinv.rank;
+    out.marginal = pinv.marginal;
+  }
+
+  // Ideal part: z = B^+ r, Qc_ideal = L z, lambda = (B B^T)^+ r.
+  V* const z = ws.z;
+  pinv.apply(ws.r, z, team);
+  // A q'' - b = B z - r exactly (B B^+ B = B removes the non-ideal part):
+  // the part of r outside the range of B.
+  V worst = V(T(0));
+  for (int i = first; i < m; i += stride) {
+    V s = -ws.r[i];
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * z[k];
+    worst = Lane::select(abs(s) > worst, abs(s), worst);
+  }
+  worst = team.max(worst);
+  if (lead) out.inconsistent = r_scale > V(T(0)) && worst > V(policy::consistency_rtol<T>()) * r_scale;
+  Lm.mul(z, out.Qc_ideal, team);
+  pinv.apply_gram(ws.r, out.lambda, team);
+
+  // Non-ideal part: with w = B^+ B c^ (the part of c^ the constraints
+  // take), Qc_nonideal = L (c^ - w) and q'' = a + L^{-T} (c^ + z - w), which
+  // equals a + L^{-T} (c^ + B^+ (r - B c^)) by linearity.
+  V* const u = ws.u;
+  V* const w = ws.w;
+  if (lead) ModelLanes<Mo, V>::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, Lane::ok(st), u);  // u = C
+  team.sync();
+  Lane::fail(st, !team.all(finite_share<n>(team, u)), Status::failed_nonfinite);
+  if (!Lane::any(Lane::ok(st))) return st;
+  Lm.solve(u, team);  // u = c^
+  for (int i = first; i < m; i += stride) {
+    V s = V(T(0));
+    const ColumnRange c = Rows::row(i);
+    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * u[k];
+    ws.y[i] = s;  // B c^
+  }
+  team.sync();
+  pinv.apply(ws.y, w, team);
+  for (int k = first; k < n; k += stride) {
+    w[k] = u[k] - w[k];  // (I - B^+ B) c^
+    u[k] = w[k] + z[k];  // c^ + z - B^+ B c^
+  }
+  team.sync();
+  Lm.mul(w, out.Qc_nonideal, team);
+  Lm.solve_transpose(u, team);
+  for (int k = first; k < n; k += stride) out.qdd[k] = a[k] + u[k];
+  team.sync();
+  const Mask finite = team.all(finite_share<n>(team, out.qdd) && finite_share<n>(team, out.Qc_ideal) &&
+                               finite_share<n>(team, out.Qc_nonideal) && finite_share<m>(team, out.lambda));
+  Lane::fail(st, !finite, Status::failed_nonfinite);
+  return st;
+}
+
+/// uk_accel by one thread (or on a pack's lanes), its workspace its own.
 template <Model Mo, class V = typename Mo::Scalar>
 UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type_identity_t<V> t,
                                               const ParamsOf<Mo, V>& p,
                                               typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
                                               const Baumgarte<typename Mo::Scalar>& bg = {}) {
-  using T = typename Mo::Scalar;
-  using Lane = Lanes<V>;
-  using Mask = MaskOf<V>;
   constexpr int n = Mo::n, m = Mo::m;
-  typename Lane::LaneStatus st{};
   MassFactorOf<Mo, V> Lm;
-  V a[n], A[m * n], b[m];
-  ModelLanes<Mo, V>::inputs(q, qd, t, p, bg, Lm.L, a, A, b);
-  const Mask finite_in = Lm.finite() && all_finite<n>(a) && all_finite<m * n>(A) && all_finite<m>(b);
-  Lane::fail(st, !finite_in, Status::failed_nonfinite);
-  if (!Lane::any(Lane::ok(st))) return st;
-  Lane::fail(st, !Lane::is_zero(Lm.factor(mass_pivot_rtol<n, T>())), Status::failed_mass_matrix);
-  if (!Lane::any(Lane::ok(st))) return st;
-
-  // a = M^{-1} Q; r = b - A a; B = A L^{-T}, row by row B_i^T = L^{-1} A_i^T.
-  // The products with A's rows and B's take the columns of Rows alone
-  // (every column, or the model's constraint_columns).
-  using Rows = ConstraintColumnsOf<Mo>;
-  Lm.solve(a);
-  Lm.solve_transpose(a);
-  using std::abs;
-  V r[m], r_scale = V(T(0));  // r_scale: max_i (|b_i| + sum_k |A_ik a_k|)
-  for (int i = 0; i < m; ++i) {
-    V s = b[i], sa = abs(b[i]);
-    const ColumnRange c = Rows::row(i);
-    for (int k = c.begin; k < c.end; ++k) {
-      s -= A[i * n + k] * a[k];
-      sa += abs(A[i * n + k] * a[k]);
-    }
-    r[i] = s;
-    r_scale = Lane::select(sa > r_scale, sa, r_scale);
-  }
-  V* B = A;  // A is not needed any more
-  Lm.template solve_rows<m, Rows>(B);
-  PseudoInverse<m, n, V, Rows> pinv;
-  pinv.factor(B, V(rank_rtol));
-  out.rank = pinv.rank;
-  out.marginal = pinv.marginal;
-
-  // Ideal part: z = B^+ r, Qc_ideal = L z, lambda = (B B^T)^+ r.
-  V z[n];
-  pinv.apply(r, z);
-  // A q'' - b = B z - r exactly (B B^+ B = B removes the non-ideal part):
-  // the part of r outside the range of B.
-  V worst = V(T(0));
-  for (int i = 0; i < m; ++i) {
-    V s = -r[i];
-    const ColumnRange c = Rows::row(i);
-    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * z[k];
-    worst = Lane::select(abs(s) > worst, abs(s), worst);
-  }
-  out.inconsistent = r_scale > V(T(0)) && worst > V(policy::consistency_rtol<T>()) * r_scale;
-  Lm.mul(z, out.Qc_ideal);
-  pinv.apply_gram(r, out.lambda);
-
-  // Non-ideal part: with w = B^+ B c^ (the part of c^ the constraints
-  // take), Qc_nonideal = L (c^ - w) and q'' = a + L^{-T} (c^ + z - w), which
-  // equals a + L^{-T} (c^ + B^+ (r - B c^)) by linearity.
-  V u[n];
-  ModelLanes<Mo, V>::nonideal(q, qd, t, p, out.Qc_ideal, out.lambda, Lane::ok(st), u);  // u = C
-  Lane::fail(st, !all_finite<n>(u), Status::failed_nonfinite);
-  if (!Lane::any(Lane::ok(st))) return st;
-  Lm.solve(u);  // u = c^
-  V y[m], w[n];
-  for (int i = 0; i < m; ++i) {
-    V s = V(T(0));
-    const ColumnRange c = Rows::row(i);
-    for (int k = c.begin; k < c.end; ++k) s += B[i * n + k] * u[k];
-    y[i] = s;  // B c^
-  }
-  pinv.apply(y, w);
-  for (int k = 0; k < n; ++k) {
-    w[k] = u[k] - w[k];  // (I - B^+ B) c^
-    u[k] = w[k] + z[k];  // c^ + z - B^+ B c^
-  }
-  Lm.mul(w, out.Qc_nonideal);
-  Lm.solve_transpose(u);
-  for (int k = 0; k < n; ++k) out.qdd[k] = a[k] + u[k];
-  const Mask finite = all_finite<n>(out.qdd) && all_finite<n>(out.Qc_ideal) &&
-                      all_finite<n>(out.Qc_nonideal) && all_finite<m>(out.lambda);
-  Lane::fail(st, !finite, Status::failed_nonfinite);
-  return st;
+  PseudoInverse<m, n, V, ConstraintColumnsOf<Mo>> pinv;
+  V a[n], A[m * n], b[m], r[m], z[n], u[n], w[n], y[m];
+  return uk_accel<Mo, V>(SerialTeam{}, UkArrays<Mo, V>{Lm, pinv, a, A, b, r, z, u, w, y}, q, qd, t, p, rank_rtol,
+                         out, bg);
 }
 
 namespace detail {

@@ -1,0 +1,108 @@
+// The Udwadia–Kalaba evaluation by a team of threads that shares one
+// system's workspace (kernels/ukb/kernels/uk.hpp, team.hpp), emulated on the
+// CPU with one host thread per member (team_support.hpp): for teams of 1, 2,
+// 3, 4 and 8, every built-in model in double and float, at random
+// consistent states, with Baumgarte stabilisation, with parameters that
+// fail the factorisation and with a non-finite input, the members' statuses
+// and the outputs are the bits of one thread's evaluation.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine_support.hpp"
+#include "support.hpp"
+#include "team_support.hpp"
+#include "ukb/kernels/uk.hpp"
+
+namespace ukb::test {
+namespace {
+
+template <class T, int K>
+bool same_bits(const T (&a)[K], const T (&b)[K]) {
+  return std::memcmp(a, b, sizeof a) == 0;
+}
+
+// How many evaluations took each route of the pseudo-inverse (the guards:
+// both routes and the float Gram route in double are exercised).
+struct Routes {
+  int gram = 0, jacobi = 0, wide = 0, failed = 0;
+};
+
+template <template <class> class Model, class T>
+void check_team_evaluation(const Sample<Model<double>>& s, int variant, Routes& routes) {
+  using Mo = Model<T>;
+  constexpr int n = Mo::n;
+  typename Mo::Params p{};
+  std::vector<double> values;
+  Model<double>::visit_params(s.p, [&](const char*, const double& v, const char*) { values.push_back(v); });
+  std::size_t next = 0;
+  Mo::visit_params(p, [&](const char*, T& f, const char*) { f = static_cast<T>(variant == 2 ? 0.0 : values[next++]); });
+  T q[n], qd[n];
+  for (int j = 0; j < n; ++j) q[j] = static_cast<T>(s.q(j)), qd[j] = static_cast<T>(s.qd(j));
+  if (variant == 3) qd[n - 1] = std::numeric_limits<T>::quiet_NaN();
+  Baumgarte<T> bg{};
+  if constexpr (HasConstraintRows<Mo>)
+    if (variant == 1) bg = {true, T(2), T(3), T(1.5)};
+  const T t = static_cast<T>(s.t), rtol = policy::default_rank_rtol<T>();
+  kernels::Accel<Mo> one{};
+  const Status want = kernels::uk_accel<Mo>(q, qd, t, p, rtol, one, bg);
+  for (int size : {1, 2, 3, 4, 8}) {
+    SCOPED_TRACE(std::string(Mo::name) + (sizeof(T) == 4 ? " float" : " double") + ", variant " +
+                 std::to_string(variant) + ", team of " + std::to_string(size));
+    kernels::UkWorkspace<Mo> ws;
+    kernels::Accel<Mo> out{};
+    std::vector<Status> got(static_cast<std::size_t>(size), Status::failed_rank);
+    run_team(size, [&](const ThreadTeam& team) {
+      got[static_cast<std::size_t>(team.rank())] = kernels::uk_accel<Mo, T>(team, ws.arrays(), q, qd, t, p, rtol, out, bg);
+    });
+    for (int r = 0; r < size; ++r) ASSERT_EQ(got[static_cast<std::size_t>(r)], want) << "member " << r;
+    if (want != Status::ok) {
+      routes.failed += size == 1;
+      continue;
+    }
+    EXPECT_TRUE(same_bits(out.qdd, one.qdd));
+    EXPECT_TRUE(same_bits(out.Qc_ideal, one.Qc_ideal));
+    EXPECT_TRUE(same_bits(out.Qc_nonideal, one.Qc_nonideal));
+    EXPECT_TRUE(same_bits(out.lambda, one.lambda));
+    EXPECT_EQ(out.rank, one.rank);
+    EXPECT_EQ(out.inconsistent, one.inconsistent);
+    EXPECT_EQ(out.marginal, one.marginal);
+    if (size == 1) {
+      routes.gram += ws.pinv.gram && !ws.pinv.gram_wide;
+      routes.wide += ws.pinv.gram_wide;
+      routes.jacobi += !ws.pinv.gram;
+    }
+  }
+}
+
+template <class T>
+Routes check_every_model(int samples) {
+  Routes routes;
+  for_each_model_template([&]<template <class> class Model>() {
+    Rng rng(4242);
+    for (int k = 0; k < samples; ++k) {
+      const auto s = Gen<Model<double>>::consistent(rng);
+      for (int variant = 0; variant < 4; ++variant) check_team_evaluation<Model, T>(s, variant, routes);
+    }
+  });
+  return routes;
+}
+
+TEST(Team, EvaluationIsOneThreadsBitForBitInDouble) {
+  const Routes r = check_every_model<double>(sanitized ? 2 : 6);
+  EXPECT_GT(r.gram, 0) << "guard: some evaluations take the Gram route";
+  EXPECT_GT(r.jacobi, 0) << "guard: some take the Jacobi route (the redundant pendulum)";
+  EXPECT_GT(r.failed, 0) << "guard: some fail (zero parameters, a NaN velocity)";
+}
+
+TEST(Team, EvaluationIsOneThreadsBitForBitInFloat) {
+  const Routes r = check_every_model<float>(sanitized ? 2 : 6);
+  EXPECT_GT(r.gram + r.wide, 0) << "guard: some evaluations take a Gram route";
+  EXPECT_GT(r.jacobi, 0) << "guard: some take the Jacobi route";
+  EXPECT_GT(r.failed, 0) << "guard: some fail";
+}
+
+}  // namespace
+}  // namespace ukb::test
