@@ -24,6 +24,14 @@
 // system-steps/s (four evaluations a step) of ukb_bench_workloads for the
 // whole evaluation by one thread.
 //
+// A second table times whole RK4 steps (the engine's evaluation and
+// stepper, kernels/ukb/kernels/rk4.hpp: four evaluations and the stage
+// updates) for the chains of W2 and W3: one thread per system (its arrays
+// in registers and local memory, as the engine's kernels) against a team
+// per system with the step's workspace (Rk4Workspace) and the state in
+// shared memory, `probe_steps` steps per launch from the same start; the
+// outputs are the states after them.
+//
 //   build/bin/ukb_team_probe [--json FILE] [--quick]
 //
 // Built with -DUKB_BENCH_GPU_STUDY=ON and CUDA (bench/gpu.sh). Exit code 2
@@ -43,6 +51,7 @@
 
 #include "ukb/cuda/team.cuh"
 #include "ukb/kernels/linalg.hpp"
+#include "ukb/kernels/rk4.hpp"
 #include "ukb/kernels/team.hpp"
 #include "workloads.hpp"
 
@@ -113,6 +122,55 @@ __global__ void team_route(const typename Mo::Scalar* q, const typename Mo::Scal
     bad = kernels::team_cholesky<m>(team, w.G, w.rg);
   }
   for (int k = team.rank(); k < m; k += S) out[long(k) * N + i] = bad ? T(NAN) : w.rg[k];
+}
+
+// Whole RK4 steps: `steps` steps of the workload's dt from (q, qd) into
+// (qo, qdo) per system; NaN there where a step failed.
+constexpr int probe_steps = 10;
+
+template <class Mo>
+__global__ void thread_steps(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
+                             typename Mo::Scalar* qo, typename Mo::Scalar* qdo) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n;
+  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  T x[n], v[n], t = T(0);
+  for (int j = 0; j < n; ++j) x[j] = q[long(j) * N + i], v[j] = qd[long(j) * N + i];
+  const typename Mo::Params p{};
+  const kernels::StageSettings<T> ss{policy::default_rank_rtol<T>(), {}};
+  bool ok = true;
+  for (int k = 0; k < probe_steps && ok; ++k) ok = kernels::rk4_step<Mo>(x, v, t, T(bench::workload_dt), p, ss) == Status::ok;
+  for (int j = 0; j < n; ++j) qo[long(j) * N + i] = ok ? x[j] : T(NAN), qdo[long(j) * N + i] = ok ? v[j] : T(NAN);
+}
+
+// What a team shares for whole steps: the step's workspace and the state.
+template <class Mo>
+struct StepShared {
+  kernels::Rk4Workspace<Mo> ws;
+  typename Mo::Scalar x[Mo::n], v[Mo::n];
+};
+
+template <class Mo, int S>
+__global__ void team_steps(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
+                           typename Mo::Scalar* qo, typename Mo::Scalar* qdo, int teams_per_block) {
+  using T = typename Mo::Scalar;
+  constexpr int n = Mo::n;
+  extern __shared__ double smem[];
+  const ukb::cuda::TileTeam<S> team = ukb::cuda::this_tile<S>();
+  const long i = long(blockIdx.x) * teams_per_block + threadIdx.x / S;
+  if (i >= N) return;  // the whole team
+  StepShared<Mo>& w = reinterpret_cast<StepShared<Mo>*>(smem)[threadIdx.x / S];
+  for (int j = team.rank(); j < n; j += S) w.x[j] = q[long(j) * N + i], w.v[j] = qd[long(j) * N + i];
+  team.sync();
+  const typename Mo::Params p{};
+  const kernels::StageSettings<T> ss{policy::default_rank_rtol<T>(), {}};
+  T t = T(0);
+  bool ok = true;
+  for (int k = 0; k < probe_steps && ok; ++k)
+    ok = kernels::rk4_step<Mo>(team, w.ws, w.x, w.v, t, T(bench::workload_dt), p, ss) == Status::ok;
+  for (int j = team.rank(); j < n; j += S)
+    qo[long(j) * N + i] = ok ? w.x[j] : T(NAN), qdo[long(j) * N + i] = ok ? w.v[j] : T(NAN);
 }
 
 void check_blas(cublasStatus_t e, const char* what) {
@@ -284,6 +342,8 @@ struct Probe {
     cudaFree(qd);
     cudaFree(out_thread);
     cudaFree(out_team);
+    cudaFree(qo);
+    cudaFree(qdo);
   }
 
   Row base() const {
@@ -301,38 +361,52 @@ struct Probe {
     return h;
   }
 
-  Row thread_row(double& seconds) {
+  // The thread route's row: `items` per launch of `seconds`, its outputs
+  // (the reference of the other routes) checked for NaN.
+  Row thread_result(const std::vector<T>& out, double items, double seconds) const {
     Row r = base();
     r.route = "thread";
-    const int block = 128, grid = (N + block - 1) / block;
-    seconds = seconds_per_launch([&] { thread_route<Mo><<<grid, block>>>(q, qd, N, out_thread); });
-    ref = download(out_thread);
-    r.teams_per_block = block;
-    r.systems_per_s = N / seconds;
+    r.teams_per_block = 128;
+    r.systems_per_s = items / seconds;
     r.speedup = 1;
     r.bitwise = true;
     long failed = 0;
-    for (T x : ref) failed += std::isnan(double(x));
+    for (T x : out) failed += std::isnan(double(x));
     if (failed) r.note = std::to_string(failed) + " outputs NaN";
     return r;
+  }
+
+  // Teams of S per block where each needs per_team bytes of shared memory
+  // (up to 128 threads, within the block's opt-in limit); 0, with the
+  // row's note saying why, where one team's does not fit.
+  static int teams_per_block(std::size_t per_team, int S, Row& r) {
+    cudaDeviceProp prop;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "device");
+    check(cudaGetDeviceProperties(&prop, dev), "device");
+    const std::size_t limit = prop.sharedMemPerBlockOptin;
+    r.route = "team " + std::to_string(S);
+    if (per_team > limit) {
+      r.note = "needs " + std::to_string(per_team) + " B of shared memory per system, the block has " +
+               std::to_string(limit);
+      return 0;
+    }
+    return int(std::max<std::size_t>(1, std::min<std::size_t>(128 / S, limit / per_team)));
+  }
+
+  Row thread_row(double& seconds) {
+    const int block = 128, grid = (N + block - 1) / block;
+    seconds = seconds_per_launch([&] { thread_route<Mo><<<grid, block>>>(q, qd, N, out_thread); });
+    ref = download(out_thread);
+    return thread_result(ref, N, seconds);
   }
 
   template <int S>
   Row team_row(double thread_seconds) {
     Row r = base();
-    r.route = "team " + std::to_string(S);
-    cudaDeviceProp prop;
-    int dev = 0;
-    check(cudaGetDevice(&dev), "device");
-    check(cudaGetDeviceProperties(&prop, dev), "device");
     const std::size_t per_team = sizeof(Shared<Mo>);
-    const std::size_t limit = prop.sharedMemPerBlockOptin;
-    if (per_team > limit) {
-      r.note = "needs " + std::to_string(per_team) + " B of shared memory per system, the block has " +
-               std::to_string(limit);
-      return r;
-    }
-    const int teams = int(std::max<std::size_t>(1, std::min<std::size_t>(128 / S, limit / per_team)));
+    const int teams = teams_per_block(per_team, S, r);
+    if (teams == 0) return r;
     const std::size_t shared = per_team * teams;
     check(cudaFuncSetAttribute(team_route<Mo, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
           "shared memory");
@@ -341,25 +415,26 @@ struct Probe {
     // the outputs of the team size before.
     check(cudaMemset(out_team, 0xFF, sizeof(T) * std::size_t(m) * N), "cudaMemset");
     const double s = seconds_per_launch([&] { team_route<Mo, S><<<grid, teams * S, shared>>>(q, qd, N, out_team, teams); });
-    compare(r, s, thread_seconds, teams);
+    compare(r, download(out_team), ref, N, s, thread_seconds, teams);
     return r;
   }
 
-  // The route's rate and its outputs (in out_team) against the thread's.
-  void compare(Row& r, double seconds, double thread_seconds, int per_block) const {
-    const std::vector<T> got = download(out_team);
+  // A route's rate (`items` per launch of `seconds`) and its outputs
+  // against the thread's (a NaN in both: a system that failed in both).
+  static void compare(Row& r, const std::vector<T>& got, const std::vector<T>& want, double items, double seconds,
+                      double thread_seconds, int per_block) {
     double scale = 0, diff = 0;
     for (std::size_t k = 0; k < got.size(); ++k) {
-      scale = std::max(scale, std::abs(double(ref[k])));
-      const bool both_failed = std::isnan(double(got[k])) && std::isnan(double(ref[k]));
-      const double d = std::abs(double(got[k]) - double(ref[k]));
+      scale = std::max(scale, std::abs(double(want[k])));
+      const bool both_failed = std::isnan(double(got[k])) && std::isnan(double(want[k]));
+      const double d = std::abs(double(got[k]) - double(want[k]));
       diff = std::max(diff, both_failed ? 0.0 : std::isnan(d) ? INFINITY : d);
     }
     r.teams_per_block = per_block;
-    r.systems_per_s = N / seconds;
+    r.systems_per_s = items / seconds;
     r.speedup = thread_seconds / seconds;
     r.max_rel_diff = scale > 0 ? diff / scale : diff;
-    r.bitwise = std::memcmp(got.data(), ref.data(), sizeof(T) * got.size()) == 0;
+    r.bitwise = std::memcmp(got.data(), want.data(), sizeof(T) * got.size()) == 0;
   }
 
   // The library route: the inputs into global memory (library_inputs),
@@ -418,8 +493,60 @@ struct Probe {
     long failed = 0;
     for (int x : hinfo) failed += x != 0;
     if (failed) r.note = std::to_string(failed) + " factorisations failed";
-    compare(r, s, thread_seconds, 0);
+    compare(r, download(out_team), ref, N, s, thread_seconds, 0);
     return r;
+  }
+
+  // Whole RK4 steps (thread_steps, team_steps): the states after them in
+  // qo, qdo (2 n N values), the thread's kept in step_ref.
+  T *qo = nullptr, *qdo = nullptr;
+  std::vector<T> step_ref;
+
+  std::vector<T> download_states() const {
+    const std::size_t k = std::size_t(n) * N;
+    std::vector<T> h(2 * k);
+    check(cudaMemcpy(h.data(), qo, sizeof(T) * k, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(h.data() + k, qdo, sizeof(T) * k, cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+
+  Row thread_steps_row(double& seconds) {
+    if (!qo) {
+      check(cudaMalloc(&qo, sizeof(T) * std::size_t(n) * N), "cudaMalloc");
+      check(cudaMalloc(&qdo, sizeof(T) * std::size_t(n) * N), "cudaMalloc");
+    }
+    const int block = 128, grid = (N + block - 1) / block;
+    seconds = seconds_per_launch([&] { thread_steps<Mo><<<grid, block>>>(q, qd, N, qo, qdo); });
+    step_ref = download_states();
+    return thread_result(step_ref, double(N) * probe_steps, seconds);
+  }
+
+  template <int S>
+  Row team_steps_row(double thread_seconds) {
+    Row r = base();
+    const std::size_t per_team = sizeof(StepShared<Mo>);
+    const int teams = teams_per_block(per_team, S, r);
+    if (teams == 0) return r;
+    const std::size_t shared = per_team * teams;
+    check(cudaFuncSetAttribute(team_steps<Mo, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+          "shared memory");
+    check(cudaMemset(qo, 0xFF, sizeof(T) * std::size_t(n) * N), "cudaMemset");
+    check(cudaMemset(qdo, 0xFF, sizeof(T) * std::size_t(n) * N), "cudaMemset");
+    const int grid = (N + teams - 1) / teams;
+    const double sec =
+        seconds_per_launch([&] { team_steps<Mo, S><<<grid, teams * S, shared>>>(q, qd, N, qo, qdo, teams); });
+    compare(r, download_states(), step_ref, double(N) * probe_steps, sec, thread_seconds, teams);
+    r.note = std::to_string(per_team) + " B shared per system";
+    return r;
+  }
+
+  void run_steps(std::vector<Row>& rows) {
+    double ts = 0;
+    rows.push_back(thread_steps_row(ts));
+    rows.push_back(team_steps_row<4>(ts));
+    rows.push_back(team_steps_row<8>(ts));
+    rows.push_back(team_steps_row<16>(ts));
+    rows.push_back(team_steps_row<32>(ts));
   }
 
   void run(std::vector<Row>& rows) {
@@ -441,12 +568,16 @@ struct Probe {
   }
 };
 
-template <class T, int K>
+template <class T, int K, bool Steps = false>
 void probe(int N, std::vector<Row>& rows) {
   using Mo = models::PlanarChain<T, K>;
   try {
     Probe<Mo> p(N);
-    p.run(rows);
+    if constexpr (Steps) {
+      p.run_steps(rows);
+    } else {
+      p.run(rows);
+    }
   } catch (const std::exception& e) {
     Row r;
     r.workload = bench::Workload<Mo>::id;
@@ -526,6 +657,15 @@ int main(int argc, char** argv) {
   run(probe<float, 24>, 20000);
   run(probe<double, 48>, 10000);
   run(probe<float, 48>, 10000);
+  const std::size_t first_step_row = rows.size();
+  std::printf("\nWhole RK4 steps (%d per launch, every evaluation and stage update), system-steps per second:\n\n",
+              probe_steps);
+  std::printf("| workload | scalar | N | route | system-steps/s | vs thread | systems per block | max rel diff | same bits | note |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  run(probe<double, 6, true>, 100000);
+  run(probe<float, 6, true>, 100000);
+  run(probe<double, 12, true>, 100000);
+  run(probe<float, 12, true>, 100000);
   if (json) {
     FILE* f = std::fopen(json, "w");
     if (!f) {
@@ -535,6 +675,8 @@ int main(int argc, char** argv) {
     std::fprintf(f, "{\"device\": \"%s\", \"rows\": [\n", json_text(prop.name).c_str());
     for (std::size_t k = 0; k < rows.size(); ++k) {
       const Row& r = rows[k];
+      if (k == first_step_row) std::fprintf(f, "], \"step_rows\": [\n");
+      const bool last = k + 1 == rows.size() || k + 1 == first_step_row;
       std::fprintf(f,
                    "  {\"workload\": \"%s\", \"model\": \"%s\", \"scalar\": \"%s\", \"N\": %d, \"route\": \"%s\", "
                    "\"systems_per_s\": %s, \"speedup\": %s, \"systems_per_block\": %d, \"max_rel_diff\": %s, "
@@ -542,7 +684,7 @@ int main(int argc, char** argv) {
                    r.workload.c_str(), r.model.c_str(), r.scalar.c_str(), r.N, r.route.c_str(),
                    number(r.systems_per_s).c_str(), number(r.speedup).c_str(), r.teams_per_block,
                    number(r.max_rel_diff).c_str(), r.bitwise ? "true" : "false",
-                   json_text(r.note).c_str(), k + 1 < rows.size() ? "," : "");
+                   json_text(r.note).c_str(), last ? "" : ",");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

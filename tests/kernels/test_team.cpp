@@ -1,5 +1,6 @@
-// The Udwadia–Kalaba evaluation by a team of threads that shares one
-// system's workspace (kernels/ukb/kernels/uk.hpp, team.hpp), emulated on the
+// The Udwadia–Kalaba evaluation and the RK4 step by a team of threads that
+// shares one system's workspace (kernels/ukb/kernels/uk.hpp, rk4.hpp,
+// team.hpp), emulated on the
 // CPU with one host thread per member (team_support.hpp): for teams of 1, 2,
 // 3, 4 and 8, every built-in model in double and float, at random
 // consistent states, with Baumgarte stabilisation, with parameters that
@@ -14,6 +15,7 @@
 #include "engine_support.hpp"
 #include "support.hpp"
 #include "team_support.hpp"
+#include "ukb/kernels/rk4.hpp"
 #include "ukb/kernels/uk.hpp"
 
 namespace ukb::test {
@@ -22,6 +24,22 @@ namespace {
 template <class T, int K>
 bool same_bits(const T (&a)[K], const T (&b)[K]) {
   return std::memcmp(a, b, sizeof a) == 0;
+}
+
+// A sample's parameters in T (all zero with `zero`) and its state.
+template <template <class> class Model, class T>
+typename Model<T>::Params params_in(const Sample<Model<double>>& s, bool zero = false) {
+  typename Model<T>::Params p{};
+  std::vector<double> values;
+  Model<double>::visit_params(s.p, [&](const char*, const double& v, const char*) { values.push_back(v); });
+  std::size_t next = 0;
+  Model<T>::visit_params(p, [&](const char*, T& f, const char*) { f = static_cast<T>(zero ? 0.0 : values[next++]); });
+  return p;
+}
+
+template <class T, int n>
+void state_in(const Sample<auto>& s, T (&q)[n], T (&qd)[n]) {
+  for (int j = 0; j < n; ++j) q[j] = static_cast<T>(s.q(j)), qd[j] = static_cast<T>(s.qd(j));
 }
 
 // How many evaluations took each route of the pseudo-inverse (the guards:
@@ -34,13 +52,9 @@ template <template <class> class Model, class T>
 void check_team_evaluation(const Sample<Model<double>>& s, int variant, Routes& routes) {
   using Mo = Model<T>;
   constexpr int n = Mo::n;
-  typename Mo::Params p{};
-  std::vector<double> values;
-  Model<double>::visit_params(s.p, [&](const char*, const double& v, const char*) { values.push_back(v); });
-  std::size_t next = 0;
-  Mo::visit_params(p, [&](const char*, T& f, const char*) { f = static_cast<T>(variant == 2 ? 0.0 : values[next++]); });
+  const typename Mo::Params p = params_in<Model, T>(s, variant == 2);
   T q[n], qd[n];
-  for (int j = 0; j < n; ++j) q[j] = static_cast<T>(s.q(j)), qd[j] = static_cast<T>(s.qd(j));
+  state_in(s, q, qd);
   if (variant == 3) qd[n - 1] = std::numeric_limits<T>::quiet_NaN();
   Baumgarte<T> bg{};
   if constexpr (HasConstraintRows<Mo>)
@@ -102,6 +116,97 @@ TEST(Team, EvaluationIsOneThreadsBitForBitInFloat) {
   EXPECT_GT(r.gram + r.wide, 0) << "guard: some evaluations take a Gram route";
   EXPECT_GT(r.jacobi, 0) << "guard: some take the Jacobi route";
   EXPECT_GT(r.failed, 0) << "guard: some fail";
+}
+
+// The states a step's stages are observed at, as one member saw them.
+template <class T>
+struct SeenStages {
+  std::vector<T>* seen;
+  void operator()(const T* x, const T* v, T ts) const {
+    seen->push_back(x[0]);
+    seen->push_back(v[0]);
+    seen->push_back(ts);
+  }
+};
+
+// Steps of RK4 from a random consistent state (Baumgarte on where the model
+// states its constraint rows), by one thread and by teams: the states, the
+// statuses, what the stages were observed at and the rank trackers agree
+// bit for bit after every step.
+template <template <class> class Model, class T>
+void check_team_steps(const Sample<Model<double>>& s, bool baumgarte) {
+  using Mo = Model<T>;
+  constexpr int n = Mo::n;
+  const typename Mo::Params p = params_in<Model, T>(s);
+  kernels::StageSettings<T> ss{policy::default_rank_rtol<T>(), {}};
+  if constexpr (HasConstraintRows<Mo>)
+    if (baumgarte) ss.bg = {true, T(2), T(3), T(1.5)};
+  constexpr int steps = 4;
+  const T h = T(1e-3);
+  // One thread.
+  T q1[n], qd1[n], t1 = static_cast<T>(s.t);
+  state_in(s, q1, qd1);
+  std::vector<Status> st1;
+  std::vector<int> ranks1;
+  std::vector<T> seen1;
+  for (int k = 0; k < steps; ++k) {
+    int lo = Mo::m, hi = 0;
+    bool bad = false, marginal = false;
+    kernels::StageSettings<T> sk = ss;
+    sk.min_rank = &lo, sk.max_rank = &hi, sk.inconsistent = &bad, sk.marginal = &marginal;
+    st1.push_back(kernels::rk4_step<Mo>(q1, qd1, t1, h, p, sk, SeenStages<T>{&seen1}));
+    ranks1.insert(ranks1.end(), {lo, hi, int(bad), int(marginal)});
+  }
+  for (int size : {1, 2, 3, 4, 8}) {
+    SCOPED_TRACE(std::string(Mo::name) + (sizeof(T) == 4 ? " float" : " double") +
+                 (baumgarte ? ", Baumgarte" : "") + ", team of " + std::to_string(size));
+    kernels::Rk4Workspace<Mo> ws;
+    T q[n], qd[n];  // shared by the team
+    state_in(s, q, qd);
+    std::vector<std::vector<Status>> st(static_cast<std::size_t>(size));
+    std::vector<std::vector<int>> ranks(static_cast<std::size_t>(size));
+    std::vector<std::vector<T>> seen(static_cast<std::size_t>(size));
+    std::vector<T> times(static_cast<std::size_t>(size));
+    run_team(size, [&](const ThreadTeam& team) {
+      const auto r = static_cast<std::size_t>(team.rank());
+      T t = static_cast<T>(s.t);
+      for (int k = 0; k < steps; ++k) {
+        int lo = Mo::m, hi = 0;
+        bool bad = false, marginal = false;
+        kernels::StageSettings<T> sk = ss;
+        sk.min_rank = &lo, sk.max_rank = &hi, sk.inconsistent = &bad, sk.marginal = &marginal;
+        st[r].push_back(kernels::rk4_step<Mo>(team, ws, q, qd, t, h, p, sk, SeenStages<T>{&seen[r]}));
+        ranks[r].insert(ranks[r].end(), {lo, hi, int(bad), int(marginal)});
+      }
+      times[r] = t;
+    });
+    EXPECT_TRUE(same_bits(q, q1));
+    EXPECT_TRUE(same_bits(qd, qd1));
+    for (int r = 0; r < size; ++r) {
+      const auto m = static_cast<std::size_t>(r);
+      EXPECT_EQ(st[m], st1) << "member " << r;
+      EXPECT_EQ(ranks[m], ranks1) << "member " << r;
+      EXPECT_EQ(std::memcmp(&times[m], &t1, sizeof t1), 0) << "member " << r;
+      ASSERT_EQ(seen[m].size(), seen1.size()) << "member " << r;
+      EXPECT_EQ(std::memcmp(seen[m].data(), seen1.data(), seen1.size() * sizeof(T)), 0) << "member " << r;
+    }
+  }
+}
+
+template <class T>
+void check_every_model_steps(int samples) {
+  for_each_model_template([&]<template <class> class Model>() {
+    Rng rng(777);
+    for (int k = 0; k < samples; ++k) {
+      const auto s = Gen<Model<double>>::consistent(rng);
+      check_team_steps<Model, T>(s, k % 2 == 1);
+    }
+  });
+}
+
+TEST(Team, Rk4StepsAreOneThreadsBitForBit) {
+  check_every_model_steps<double>(2);
+  check_every_model_steps<float>(2);
 }
 
 }  // namespace

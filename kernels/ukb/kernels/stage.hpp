@@ -31,16 +31,15 @@ struct StageSettings {
   MaskOf<V>* marginal = nullptr;  ///< if given: set where a rank decision was marginal
 };
 
-/// Evaluates one stage at (x, v, ts) into k: the lanes whose evaluation
-/// fails get its status in st (the first failure of a lane stays), and
-/// what the good lanes' evaluation found about B goes to the trackers of
-/// ss. False when no lane of st is ok any more.
+/// Records what an evaluation with status s found about B (k) in the
+/// trackers of ss, for the lanes that are ok in s and in st, and merges s
+/// into st (the first failure of a lane stays). False when no lane of st is
+/// ok any more.
 template <Model Mo, class V>
-UKB_HD bool stage_eval(const V* x, const V* v, const V& ts, const ParamsOf<Mo, V>& p,
-                       const StageSettings<typename Mo::Scalar, V>& ss, Accel<Mo, V>& k,
-                       typename Lanes<V>::LaneStatus& st) {
+UKB_HD UKB_INLINE bool stage_record(const typename Lanes<V>::LaneStatus& s, const Accel<Mo, V>& k,
+                                    const StageSettings<typename Mo::Scalar, V>& ss,
+                                    typename Lanes<V>::LaneStatus& st) {
   using Lane = Lanes<V>;
-  const typename Lane::LaneStatus s = uk_eval<Mo, V>(x, v, ts, p, ss.rank_rtol, k, ss.bg);
   const MaskOf<V> good = Lane::ok(s) && Lane::ok(st);
   if (ss.min_rank) Lane::lower(*ss.min_rank, good, k.rank);
   if (ss.inconsistent) *ss.inconsistent = *ss.inconsistent || (good && k.inconsistent);
@@ -48,6 +47,17 @@ UKB_HD bool stage_eval(const V* x, const V* v, const V& ts, const ParamsOf<Mo, V
   if (ss.marginal) *ss.marginal = *ss.marginal || (good && k.marginal);
   Lane::merge(st, s);
   return Lane::any(Lane::ok(st));
+}
+
+/// Evaluates one stage at (x, v, ts) into k: the lanes whose evaluation
+/// fails get its status in st (the first failure of a lane stays), and
+/// what the good lanes' evaluation found about B goes to the trackers of
+/// ss (stage_record). False when no lane of st is ok any more.
+template <Model Mo, class V>
+UKB_HD bool stage_eval(const V* x, const V* v, const V& ts, const ParamsOf<Mo, V>& p,
+                       const StageSettings<typename Mo::Scalar, V>& ss, Accel<Mo, V>& k,
+                       typename Lanes<V>::LaneStatus& st) {
+  return stage_record<Mo, V>(uk_eval<Mo, V>(x, v, ts, p, ss.rank_rtol, k, ss.bg), k, ss, st);
 }
 
 }  // namespace ukb::kernels
