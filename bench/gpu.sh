@@ -25,7 +25,8 @@
 # 4. runs ukb_team_probe: the Gram route's linear algebra of the chains W2,
 #    W3, W5, W6 by one thread per system against teams of 4-32 threads on
 #    shared memory and against cuSOLVER/cuBLAS batched calls (systems/s,
-#    and the largest difference from one thread);
+#    and the largest difference from one thread), then whole RK4 steps of
+#    W2 and W3 by one thread against teams (system-steps/s);
 # 5. runs the longer chains W5 (planar_chain_24, N = 10^4 and 10^5) and W6
 #    (planar_chain_48, N = 10^4; UKB_BENCH_GPU_STUDY, nvcc's longest
 #    compiles), double and float, as in 2 with at least 2 steps per call;
@@ -50,7 +51,7 @@
 # workloads' rates and the demo: no probe, no W5 or W6). --quick: N = 10^4 and 10^5 only (W5 and W6 at
 # 10^4), a tenth of the probe's systems and a 10^5-sample demo (a check of
 # the command). The engine's route is one thread per system; teams are
-# measured by the probe on the linear algebra alone.
+# measured by the probe (the linear algebra, and whole RK4 steps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -29,8 +29,9 @@
 // updates) for the chains of W2 and W3: one thread per system (its arrays
 // in registers and local memory, as the engine's kernels) against a team
 // per system with the step's workspace (Rk4Workspace) and the state in
-// shared memory, `probe_steps` steps per launch from the same start; the
-// outputs are the states after them.
+// shared memory, `probe_steps` steps per launch from the same start (the
+// workloads' states, the models' default parameters, as the first table);
+// the outputs are the states after them.
 //
 //   build/bin/ukb_team_probe [--json FILE] [--quick]
 //
@@ -150,6 +151,25 @@ struct StepShared {
   kernels::Rk4Workspace<Mo> ws;
   typename Mo::Scalar x[Mo::n], v[Mo::n];
 };
+
+// sizeof(X) in device code, where it may differ from the host's: the
+// host's float pseudo-inverse carries a double Gram route (Lanes::Wide).
+template <class X>
+__global__ void device_sizeof(std::size_t* out) {
+  *out = sizeof(X);
+}
+
+template <class X>
+std::size_t size_on_device() {
+  std::size_t* d = nullptr;
+  std::size_t h = 0;
+  check(cudaMalloc(&d, sizeof h), "cudaMalloc");
+  device_sizeof<X><<<1, 1>>>(d);
+  const cudaError_t e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  check(e, "download");
+  return h;
+}
 
 template <class Mo, int S>
 __global__ void team_steps(const typename Mo::Scalar* q, const typename Mo::Scalar* qd, int N,
@@ -524,7 +544,7 @@ struct Probe {
   template <int S>
   Row team_steps_row(double thread_seconds) {
     Row r = base();
-    const std::size_t per_team = sizeof(StepShared<Mo>);
+    const std::size_t per_team = size_on_device<StepShared<Mo>>();
     const int teams = teams_per_block(per_team, S, r);
     if (teams == 0) return r;
     const std::size_t shared = per_team * teams;

@@ -99,7 +99,9 @@ struct Rk4Workspace {
 
 /// rk4_step by a team (team.hpp) that shares the workspace `ws` and (q,
 /// q'); every member holds t (the same value) and returns the same status.
-/// The bits of one thread's rk4_step.
+/// Every member calls `observe` and writes the trackers of `ss` (the same
+/// values): each member must have its own. The bits of one thread's
+/// rk4_step where the compiler contracts no multiply-adds (the CPU build).
 template <Model Mo, class Team, class Observe = NoStageObserver>
 UKB_HD Status rk4_step(const Team& team, Rk4Workspace<Mo>& ws, typename Mo::Scalar* q, typename Mo::Scalar* qd,
                        typename Mo::Scalar& t, typename Mo::Scalar h, const typename Mo::Params& p,

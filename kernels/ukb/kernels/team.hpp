@@ -12,17 +12,25 @@
 /// - `all(m)`: true on every member when m is true on every member;
 /// - `max(x)`: the largest x of the members, the same on every member (a
 ///   NaN only where every x is NaN; -0 and +0 are not told apart).
-/// `all` and `max` do not make earlier writes visible: a sync does.
+/// `all` and `max` do not make earlier writes visible: a sync does. They
+/// are a rendezvous, though: every member has finished what it read before
+/// them when any member goes on (the evaluation overwrites M and C after
+/// them).
 ///
 /// The matrices a team works on are shared by its members (a GPU block's
 /// shared memory); each member computes its share of the entries (rows
 /// i = rank, rank + size, ...) with the same operations in the same order
 /// as one thread, so that a team of any size gives the same bits as one
-/// thread (SerialTeam, which the one-thread kernels take). What decides
+/// thread (SerialTeam, which the one-thread kernels take) where the compiler
+/// contracts no multiply-adds (the CPU build; nvcc may fuse the two shapes
+/// of a loop differently). What decides
 /// the control flow (a pivot, a certificate, a status) every member
 /// computes itself from the shared data, so that all members take the same
-/// branches; what one member alone computes (the model's functions, a short
-/// recurrence) member 0 does, and the others wait at the next sync. Team
+/// branches; what writes shared data and is one recurrence (the model's
+/// functions, a dense triangular solve, Jacobi's rotations) member 0 does,
+/// and the others wait at the next sync; short read-only recurrences (the
+/// solves with the Gram factor into a member's own coefficients) every
+/// member does itself. Team
 /// functions end with a sync: their results are visible to every member on
 /// return. Teams of more than one thread work on scalars (no SIMD packs).
 ///

@@ -145,7 +145,9 @@ struct UkArrays {
 /// The workspace of one Udwadia–Kalaba evaluation as one object, sized by
 /// the model's n and m: sizeof(UkWorkspace<Mo, V>) is what an evaluation
 /// needs besides its inputs and its Accel; a team shares it (a GPU block's
-/// shared memory).
+/// shared memory). Take the size where the code runs: on the host, a float
+/// pseudo-inverse also holds its Gram route in double (Lanes::Wide), on a
+/// GPU not.
 template <Model Mo, class V = typename Mo::Scalar>
 struct UkWorkspace {
   static constexpr int n = Mo::n, m = Mo::m;
@@ -175,7 +177,7 @@ struct UkWorkspace {
 /// and p must hold the same values on every member. SerialTeam (one thread,
 /// or a pack's lanes) gives the bits of any team.
 template <Model Mo, class V, class Team>
-UKB_HD typename Lanes<V>::LaneStatus uk_accel(const Team& team, const UkArrays<Mo, V>& ws, const V* q, const V* qd,
+UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_accel(const Team& team, const UkArrays<Mo, V>& ws, const V* q, const V* qd,
                                               std::type_identity_t<V> t, const ParamsOf<Mo, V>& p,
                                               typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
                                               const Baumgarte<typename Mo::Scalar>& bg) {
@@ -285,9 +287,11 @@ UKB_HD typename Lanes<V>::LaneStatus uk_accel(const V* q, const V* qd, std::type
                                               typename Mo::Scalar rank_rtol, Accel<Mo, V>& out,
                                               const Baumgarte<typename Mo::Scalar>& bg = {}) {
   constexpr int n = Mo::n, m = Mo::m;
+  // In the order the evaluation first uses them.
   MassFactorOf<Mo, V> Lm;
+  V a[n], A[m * n], b[m], r[m];
   PseudoInverse<m, n, V, ConstraintColumnsOf<Mo>> pinv;
-  V a[n], A[m * n], b[m], r[m], z[n], u[n], w[n], y[m];
+  V z[n], u[n], y[m], w[n];
   return uk_accel<Mo, V>(SerialTeam{}, UkArrays<Mo, V>{Lm, pinv, a, A, b, r, z, u, w, y}, q, qd, t, p, rank_rtol,
                          out, bg);
 }
