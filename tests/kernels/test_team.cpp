@@ -72,7 +72,7 @@ void poison(T (&x)[K]) {
 template <class Mo>
 void poison(kernels::UkWorkspace<Mo>& ws) {
   poison(ws.Lm.L), poison(ws.Lm.rd), poison(ws.pinv.W), poison(ws.pinv.Vrot), poison(ws.pinv.inv_s2);
-  poison(ws.a), poison(ws.A), poison(ws.b), poison(ws.r), poison(ws.z), poison(ws.u), poison(ws.w), poison(ws.y);
+  poison(ws.a), poison(ws.A), poison(ws.b), poison(ws.r), poison(ws.z), poison(ws.u), poison(ws.w), poison(ws.y), poison(ws.scratch);
 }
 template <class Mo>
 void poison(kernels::Accel<Mo>& k) {

@@ -223,6 +223,7 @@ struct PseudoInverse {
   /// (-Wmaybe-uninitialized) without it.
   struct WideGram {
     Wide Bt[Cols * Rows];
+    Wide scratch[3 * Rows + 1];
     Wide L[Rows * Rows]{};
     Wide rdiag[Rows]{};
   };
@@ -237,17 +238,20 @@ struct PseudoInverse {
   /// Here and in apply and apply_gram, `team` (team.hpp; one thread by
   /// default) is the team that shares this object, B, y and x: its members
   /// split the transposition, the Gram matrix, its factor and the products;
-  /// every member forms the certificate itself (it decides the route);
-  /// member 0 alone runs the Jacobi route. Each ends with a sync.
+  /// member 0 forms the certificate's bound, from which every member
+  /// decides the route; member 0 alone runs the Jacobi route. Each ends
+  /// with a sync. A team passes factor `shared`, scratch_size values of
+  /// scratch it shares.
+  static constexpr int scratch_size = 3 * Rows + 1;
   template <class Team = SerialTeam>
-  UKB_HD void factor(const T* B, T rtol, bool allow_gram = true, const Team& team = {}) {
+  UKB_HD void factor(const T* B, T rtol, bool allow_gram = true, const Team& team = {}, T* shared = nullptr) {
     for (int k = team.rank(); k < Cols; k += team.size())
       for (int i = 0; i < Rows; ++i) W[k * Rows + i] = B[i * Cols + k];
     team.sync();
     const bool lead = team.rank() == 0;
     // One row: Jacobi has nothing to rotate and is as cheap as the bound.
     Mask g(false), g_wide(false);
-    if (allow_gram && Rows > 1) g = try_gram(rtol, g_wide, team);
+    if (allow_gram && Rows > 1) g = try_gram(rtol, g_wide, team, shared);
     if (lead) {
       sweeps = 0;
       gram = g;
@@ -275,7 +279,7 @@ struct PseudoInverse {
         return;
       }
     }
-    team.sync();  // every member has formed its certificate from Vrot and inv_s2
+    team.sync();  // every member has read Vrot and inv_s2 for the route
     if (lead) sweeps = jacobi(W, Vrot, inv_s2, rtol, rank, marginal);
     team.sync();
   }
@@ -339,7 +343,7 @@ struct PseudoInverse {
   // lanes it cannot certify, the same in double (wide; those lanes in
   // `wide_lanes`).
   template <class Team>
-  UKB_HD Mask try_gram(T rtol, Mask& wide_lanes, const Team& team) {
+  UKB_HD Mask try_gram(T rtol, Mask& wide_lanes, const Team& team, T* shared) {
     wide_lanes = Mask(false);
     if constexpr (mixed) {
       Mask own(false), worth_wide(true);
@@ -367,7 +371,7 @@ struct PseudoInverse {
         // (redundant rows, a near-singular B): Jacobi, without the
         // attempt in double.
         T bound;
-        own = certify<T>(W, rtol, Vrot, inv_s2, team, &bound) && hope;
+        own = certify<T>(W, rtol, Vrot, inv_s2, team, shared, &bound) && hope;
         const T hopeless = T(1) / std::numeric_limits<typename Lane::Scalar>::epsilon();
         worth_wide = !own && !(hope && !(bound <= hopeless));
       }
@@ -376,10 +380,11 @@ struct PseudoInverse {
         for (int i = 0; i < Rows; ++i) wide.Bt[k * Rows + i] = Lane::widen(W[k * Rows + i]);
       team.sync();
       wide_lanes =
-          Lane::narrow(certify<Wide>(wide.Bt, Lane::widen(rtol), wide.L, wide.rdiag, team)) && worth_wide;
+          Lane::narrow(certify<Wide>(wide.Bt, Lane::widen(rtol), wide.L, wide.rdiag, team, wide.scratch)) &&
+          worth_wide;
       return own || wide_lanes;
     } else {
-      return certify<T>(W, rtol, Vrot, inv_s2, team);
+      return certify<T>(W, rtol, Vrot, inv_s2, team, shared);
     }
   }
 
@@ -387,9 +392,12 @@ struct PseudoInverse {
   // factor (rd: 1 / L_ii) and whether the bound certifies it (per lane),
   // all in the arithmetic U. G_ij sums over the columns where both rows
   // may be nonzero (Support), k in order. A team's members split G's rows
-  // and its factor; each forms the certificate itself.
+  // and its factor; member 0 forms the certificate's bound in `shared`
+  // (3 Rows + 1 values of the team's scratch), and every member decides
+  // from it.
   template <class U, class Team>
-  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, const Team& team, U* bound_out = nullptr) {
+  UKB_HD static MaskOf<U> certify(const U* Bt, U rtol, U* G, U* rd, const Team& team, U* shared,
+                                  U* bound_out = nullptr) {
     using UL = Lanes<U>;
     for (int i = team.rank(); i < Rows; i += team.size()) {
       const ColumnRange ci = Support::row(i);
@@ -410,29 +418,6 @@ struct PseudoInverse {
     const MaskOf<U> factored = UL::is_zero(factor_cholesky<Rows, U, Envelope>(team, G, rd, 0));
     if (bound_out) *bound_out = U(std::numeric_limits<typename UL::Scalar>::quiet_NaN());
     if (!UL::any(factored)) return factored;
-    // ||L^{-1}||_F^2 = trace(G^{-1}) >= 1 / lambda_min, column by column of
-    // L^{-1} (lower triangular); with `sums`, also the largest column and
-    // row sums of |L^{-1}| (their product >= ||L^{-1}||_2^2 = 1 / lambda_min).
-    auto inverse_norms = [&](U& frob, U& col_max, U& row_max, bool sums) {
-      U row_sum[Rows];
-      frob = col_max = row_max = U(0);
-      for (int i = 0; i < Rows; ++i) row_sum[i] = U(0);
-      for (int j = 0; j < Rows; ++j) {
-        U x[Rows];
-        U col = U(0);
-        for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
-        for (int i = j; i < Rows; ++i) {
-          U s = x[i];
-          const int fi = Envelope::first(i);
-          for (int k = fi > j ? fi : j; k < i; ++k) s -= G[i * Rows + k] * x[k];
-          x[i] = s * rd[i];
-          frob += x[i] * x[i];
-          if (sums) col += abs(x[i]), row_sum[i] += abs(x[i]);
-        }
-        if (sums) col_max = UL::select(col > col_max, col, col_max);
-      }
-      for (int i = 0; i < Rows; ++i) row_max = UL::select(row_sum[i] > row_max, row_sum[i], row_max);
-    };
     // Rank cut: s_min > rtol s_max with a margin of policy::rank_margin = 100
     // (in s^2: 1e4; 1 / 100^2 rounds as the literal 1e-4 does).
     using S = typename UL::Scalar;
@@ -440,31 +425,75 @@ struct PseudoInverse {
       return factored && is_finite(bound) && bound <= U(gram_kappa_max<U>()) &&
              bound * rtol * rtol < U(S(1) / (S(policy::rank_margin) * S(policy::rank_margin)));
     };
-    U frob, c1, r1;
-    inverse_norms(frob, c1, r1, false);
-    U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
-    MaskOf<U> ok = certified(bound);
-    if (UL::any(factored && !ok)) {
-      // Where that bound fails, the sharper one: lambda_max = ||L||_2^2 <=
-      // ||L||_1 ||L||_inf and 1 / lambda_min <= ||L^{-1}||_1 ||L^{-1}||_inf,
-      // each taken where it is below the first bound's factor (a select:
-      // a NaN of the first stays). Never larger, so the lanes the first
-      // bound certified stay certified: a lane's route depends on its own
-      // B alone.
-      U col_sum[Rows], row_norm = U(0), col_norm = U(0);
-      for (int j = 0; j < Rows; ++j) col_sum[j] = U(0);
-      for (int i = 0; i < Rows; ++i) {
-        U r = U(0);
-        for (int j = Envelope::first(i); j <= i; ++j) r += abs(G[i * Rows + j]), col_sum[j] += abs(G[i * Rows + j]);
-        row_norm = UL::select(r > row_norm, r, row_norm);
+    // The bound. Its arrays (Rows values each: a column x of L^{-1}, the
+    // row sums of |L^{-1}| and the column sums of |L|) are one thread's
+    // own, where they were always declared; a team's member 0 takes them
+    // from the team's scratch (an array of a team member's own is on its
+    // stack in GPU code).
+    constexpr bool own = is_serial_team<Team>;
+    auto bound_in = [&]() {
+      // ||L^{-1}||_F^2 = trace(G^{-1}) >= 1 / lambda_min, column by column of
+      // L^{-1} (lower triangular); with `sums`, also the largest column and
+      // row sums of |L^{-1}| (their product >= ||L^{-1}||_2^2 = 1 / lambda_min).
+      auto inverse_norms = [&](U& frob, U& col_max, U& row_max, bool sums) {
+        U row_sum_own[own ? Rows : 1];
+        U* const row_sum = own ? row_sum_own : shared + Rows;
+        frob = col_max = row_max = U(0);
+        for (int i = 0; i < Rows; ++i) row_sum[i] = U(0);
+        for (int j = 0; j < Rows; ++j) {
+          U x_own[own ? Rows : 1];
+          U* const x = own ? x_own : shared;
+          U col = U(0);
+          for (int i = 0; i < Rows; ++i) x[i] = i == j ? U(1) : U(0);
+          for (int i = j; i < Rows; ++i) {
+            U s = x[i];
+            const int fi = Envelope::first(i);
+            for (int k = fi > j ? fi : j; k < i; ++k) s -= G[i * Rows + k] * x[k];
+            x[i] = s * rd[i];
+            frob += x[i] * x[i];
+            if (sums) col += abs(x[i]), row_sum[i] += abs(x[i]);
+          }
+          if (sums) col_max = UL::select(col > col_max, col, col_max);
+        }
+        for (int i = 0; i < Rows; ++i) row_max = UL::select(row_sum[i] > row_max, row_sum[i], row_max);
+      };
+      U frob, c1, r1;
+      inverse_norms(frob, c1, r1, false);
+      U bound = trace * frob;  // >= kappa(G) = (s_max / s_min)^2
+      if (UL::any(factored && !certified(bound))) {
+        // Where that bound fails, the sharper one: lambda_max = ||L||_2^2 <=
+        // ||L||_1 ||L||_inf and 1 / lambda_min <= ||L^{-1}||_1 ||L^{-1}||_inf,
+        // each taken where it is below the first bound's factor (a select:
+        // a NaN of the first stays). Never larger, so the lanes the first
+        // bound certified stay certified: a lane's route depends on its own
+        // B alone.
+        U col_sum_own[own ? Rows : 1];
+        U* const col_sum = own ? col_sum_own : shared + 2 * Rows;
+        U row_norm = U(0), col_norm = U(0);
+        for (int j = 0; j < Rows; ++j) col_sum[j] = U(0);
+        for (int i = 0; i < Rows; ++i) {
+          U r = U(0);
+          for (int j = Envelope::first(i); j <= i; ++j) r += abs(G[i * Rows + j]), col_sum[j] += abs(G[i * Rows + j]);
+          row_norm = UL::select(r > row_norm, r, row_norm);
+        }
+        for (int j = 0; j < Rows; ++j) col_norm = UL::select(col_sum[j] > col_norm, col_sum[j], col_norm);
+        const U lmax = row_norm * col_norm;
+        inverse_norms(frob, c1, r1, true);
+        const U inv = c1 * r1;
+        bound = UL::select(lmax < trace, lmax, trace) * UL::select(inv < frob, inv, frob);
       }
-      for (int j = 0; j < Rows; ++j) col_norm = UL::select(col_sum[j] > col_norm, col_sum[j], col_norm);
-      const U lmax = row_norm * col_norm;
-      inverse_norms(frob, c1, r1, true);
-      const U inv = c1 * r1;
-      bound = UL::select(lmax < trace, lmax, trace) * UL::select(inv < frob, inv, frob);
-      ok = certified(bound);
+      return bound;
+    };
+    U bound;
+    if constexpr (own) {
+      bound = bound_in();
+    } else {  // member 0 in the team's scratch, which every member then reads the bound from
+      if (team.rank() == 0) shared[3 * Rows] = bound_in();
+      team.sync();
+      bound = shared[3 * Rows];
+      team.sync();  // every member has read it before the scratch is written again
     }
+    const MaskOf<U> ok = certified(bound);
     if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
     return ok;
   }

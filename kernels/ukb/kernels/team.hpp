@@ -23,14 +23,14 @@
 /// as one thread, so that a team of any size gives the same bits as one
 /// thread (SerialTeam, which the one-thread kernels take) where the compiler
 /// contracts no multiply-adds (the CPU build; nvcc may fuse the two shapes
-/// of a loop differently). What decides
-/// the control flow (a pivot, a certificate, a status) every member
-/// computes itself from the shared data, so that all members take the same
-/// branches; what writes shared data and is one recurrence (the model's
-/// functions, a dense triangular solve, Jacobi's rotations) member 0 does,
-/// and the others wait at the next sync; short read-only recurrences (the
-/// solves with the Gram factor into a member's own coefficients) every
-/// member does itself. Team
+/// of a loop differently). What decides the control flow (a pivot, a
+/// route, a status) every member decides itself from the shared data, so
+/// that all members take the same branches; what is one recurrence (the
+/// model's functions, a dense triangular solve, the Gram certificate's
+/// bound, Jacobi's rotations) member 0 does in shared memory, and the
+/// others wait at the next sync; short read-only recurrences (the solves
+/// with the Gram factor into a member's own coefficients) every member
+/// does itself. Team
 /// functions end with a sync: their results are visible to every member on
 /// return. Teams of more than one thread work on scalars (no SIMD packs).
 ///

@@ -140,6 +140,7 @@ struct UkArrays {
   V* u;  ///< n: C, then c^ = L^{-1} C, then L^T (q'' - a)
   V* w;  ///< n: (I - B^+ B) c^
   V* y;  ///< m: B c^
+  V* scratch = nullptr;  ///< a team's: PseudoInverse::scratch_size values (factor's `shared`)
 };
 
 /// The workspace of one Udwadia–Kalaba evaluation as one object, sized by
@@ -154,7 +155,8 @@ struct UkWorkspace {
   MassFactorOf<Mo, V> Lm;
   PseudoInverse<m, n, V, ConstraintColumnsOf<Mo>> pinv;
   V a[n], A[m * n], b[m], r[m], z[n], u[n], w[n], y[m];
-  UKB_HD UkArrays<Mo, V> arrays() { return {Lm, pinv, a, A, b, r, z, u, w, y}; }
+  V scratch[decltype(pinv)::scratch_size];
+  UKB_HD UkArrays<Mo, V> arrays() { return {Lm, pinv, a, A, b, r, z, u, w, y, scratch}; }
 };
 
 /// Evaluates the Udwadia–Kalaba equation for one system, or for the
@@ -224,7 +226,7 @@ UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_accel(const Team& team, const
   V* const B = ws.A;
   Lm.template solve_rows<m, Rows>(B, team);
   auto& pinv = ws.pinv;
-  pinv.factor(B, V(rank_rtol), true, team);
+  pinv.factor(B, V(rank_rtol), true, team, ws.scratch);
   if (lead) {
     out.rank = pinv.rank;
     out.marginal = pinv.marginal;
