@@ -7,8 +7,12 @@
 // in the order have not written yet.
 #pragma once
 
-#include <atomic>
 #include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -53,15 +57,20 @@ void run_team(int size, const F& f) {
   for (std::thread& t : members) t.join();
 }
 
-// The turn of the members of a TurnTeam: turn k belongs to the member at
-// position k mod size of the order (rank order, or reverse). The waiting
-// members yield (a condition variable's wake-ups of every member at every
-// turn cost more than the work on two cores).
+// The turns of the members of a TurnTeam: the member at position k of the
+// order (rank order, or reverse) runs until it syncs, then wakes the one
+// at position k + 1 (mod size), one semaphore each: one wake-up a turn.
+// A member that waits a minute for its turn stops the test with a message
+// (a member returned early or missed a sync), instead of hanging.
 struct Turns {
-  std::atomic<long> turn{0};
   int size = 1;
   bool reverse = false;
-  int member(long k) const { return reverse ? size - 1 - int(k % size) : int(k % size); }
+  std::vector<std::unique_ptr<std::binary_semaphore>> go;
+  Turns(int s, bool rev) : size(s), reverse(rev) {
+    for (int r = 0; r < s; ++r) go.push_back(std::make_unique<std::binary_semaphore>(0));
+  }
+  int position(int r) const { return reverse ? size - 1 - r : r; }
+  int member(int k) const { return reverse ? size - 1 - k : k; }
 };
 
 struct TurnTeam {
@@ -71,9 +80,15 @@ struct TurnTeam {
   int rank() const { return r; }
   int size() const { return s; }
   void wait_turn() const {
-    while (turns->member(turns->turn.load(std::memory_order_acquire)) != r) std::this_thread::yield();
+    if (!turns->go[static_cast<std::size_t>(r)]->try_acquire_for(std::chrono::seconds(60))) {
+      std::fprintf(stderr, "TurnTeam: member %d of %d waited 60 s for its turn: a member returned early or missed a sync\n", r, s);
+      std::abort();
+    }
   }
-  void pass() const { turns->turn.fetch_add(1, std::memory_order_acq_rel); }
+  void pass() const {
+    const int next = turns->member((turns->position(r) + 1) % s);
+    turns->go[static_cast<std::size_t>(next)]->release();
+  }
   void sync() const {
     pass();
     wait_turn();
@@ -104,9 +119,8 @@ struct TurnTeam {
 // between syncs: in rank order, or in reverse.
 template <class F>
 void run_team_in_turns(int size, bool reverse, const F& f) {
-  Turns turns;
-  turns.size = size;
-  turns.reverse = reverse;
+  Turns turns(size, reverse);
+  turns.go[static_cast<std::size_t>(turns.member(0))]->release();
   std::vector<double> slots(static_cast<std::size_t>(size));
   std::vector<std::thread> members;
   for (int r = 0; r < size; ++r)

@@ -1,11 +1,12 @@
 // The Udwadia–Kalaba evaluation and the RK4 step by a team of threads that
 // shares one system's workspace (kernels/ukb/kernels/uk.hpp, rk4.hpp,
-// team.hpp), emulated on the
-// CPU with one host thread per member (team_support.hpp): for teams of 1, 2,
-// 3, 4 and 8, every built-in model in double and float, at random
-// consistent states, with Baumgarte stabilisation, with parameters that
-// fail the factorisation and with a non-finite input, the members' statuses
-// and the outputs are the bits of one thread's evaluation.
+// team.hpp), emulated on the CPU with one host thread per member
+// (team_support.hpp): free teams of 1, 2, 3 and 8, and teams of 3 and 8
+// taking turns, on workspaces that start as NaN. Every tested model in double and float (the sanitizer build tests
+// fewer), at random consistent states, with Baumgarte stabilisation, with
+// parameters that fail the factorisation and with a non-finite input, and
+// a 48-link float chain whose Gram route is widened to double: the
+// members' statuses and the outputs are the bits of one thread's.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -42,9 +43,10 @@ void state_in(const Sample<auto>& s, T (&q)[n], T (&qd)[n]) {
   for (int j = 0; j < n; ++j) q[j] = static_cast<T>(s.q(j)), qd[j] = static_cast<T>(s.qd(j));
 }
 
-// The ways a team is run: free threads of sizes 1, 2, 3, 4 and 8, and
-// teams of 3 and 8 taking turns in rank order and in reverse (a missing
-// sync then shows every time).
+// The ways a team is run: free threads of sizes 1, 2, 3 and 8, and teams
+// of 3 taking turns in rank order and in reverse and of 8 in reverse (a missing
+// sync then shows every time; each turn is a wake-up of a thread, slow on
+// two busy cores, so the turns run on each model's first sample only).
 struct Way {
   int size;
   int turns;  // 0: free threads; 1: in rank order; -1: in reverse
@@ -52,7 +54,7 @@ struct Way {
     return "team of " + std::to_string(size) + (turns == 0 ? "" : turns > 0 ? " in turns" : " in reverse turns");
   }
 };
-const Way ways[] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {8, 0}, {3, 1}, {3, -1}, {8, 1}, {8, -1}};
+const Way ways[] = {{1, 0}, {2, 0}, {3, 0}, {8, 0}, {3, 1}, {3, -1}, {8, -1}};
 
 template <class F>
 void run_way(const Way& w, const F& f) {
@@ -73,6 +75,8 @@ template <class Mo>
 void poison(kernels::UkWorkspace<Mo>& ws) {
   poison(ws.Lm.L), poison(ws.Lm.rd), poison(ws.pinv.W), poison(ws.pinv.Vrot), poison(ws.pinv.inv_s2);
   poison(ws.a), poison(ws.A), poison(ws.b), poison(ws.r), poison(ws.z), poison(ws.u), poison(ws.w), poison(ws.y), poison(ws.scratch);
+  if constexpr (decltype(ws.pinv)::mixed)
+    poison(ws.pinv.wide.Bt), poison(ws.pinv.wide.L), poison(ws.pinv.wide.rdiag), poison(ws.pinv.wide.scratch);
 }
 template <class Mo>
 void poison(kernels::Accel<Mo>& k) {
@@ -86,7 +90,7 @@ struct Routes {
 };
 
 template <template <class> class Model, class T>
-void check_team_evaluation(const Sample<Model<double>>& s, int variant, Routes& routes) {
+void check_team_evaluation(const Sample<Model<double>>& s, int variant, Routes& routes, bool turns = true) {
   using Mo = Model<T>;
   constexpr int n = Mo::n;
   const typename Mo::Params p = params_in<Model, T>(s, variant == 2);
@@ -100,6 +104,7 @@ void check_team_evaluation(const Sample<Model<double>>& s, int variant, Routes& 
   kernels::Accel<Mo> one{};
   const Status want = kernels::uk_accel<Mo>(q, qd, t, p, rtol, one, bg);
   for (const Way& way : ways) {
+    if (way.turns != 0 && !turns) continue;
     const int size = way.size;
     SCOPED_TRACE(std::string(Mo::name) + (sizeof(T) == 4 ? " float" : " double") + ", variant " +
                  std::to_string(variant) + ", " + way.name());
@@ -138,21 +143,21 @@ Routes check_every_model(int samples) {
     Rng rng(4242);
     for (int k = 0; k < samples; ++k) {
       const auto s = Gen<Model<double>>::consistent(rng);
-      for (int variant = 0; variant < 4; ++variant) check_team_evaluation<Model, T>(s, variant, routes);
+      for (int variant = 0; variant < 4; ++variant) check_team_evaluation<Model, T>(s, variant, routes, k == 0);
     }
   });
   return routes;
 }
 
 TEST(Team, EvaluationIsOneThreadsBitForBitInDouble) {
-  const Routes r = check_every_model<double>(sanitized ? 2 : 6);
+  const Routes r = check_every_model<double>(sanitized ? 2 : 3);
   EXPECT_GT(r.gram, 0) << "guard: some evaluations take the Gram route";
   EXPECT_GT(r.jacobi, 0) << "guard: some take the Jacobi route (the redundant pendulum)";
   EXPECT_GT(r.failed, 0) << "guard: some fail (zero parameters, a NaN velocity)";
 }
 
 TEST(Team, EvaluationIsOneThreadsBitForBitInFloat) {
-  const Routes r = check_every_model<float>(sanitized ? 2 : 6);
+  const Routes r = check_every_model<float>(sanitized ? 2 : 3);
   EXPECT_GT(r.gram + r.wide, 0) << "guard: some evaluations take a Gram route";
   EXPECT_GT(r.jacobi, 0) << "guard: some take the Jacobi route";
   EXPECT_GT(r.failed, 0) << "guard: some fail";
@@ -174,14 +179,14 @@ struct SeenStages {
 // statuses, what the stages were observed at and the rank trackers agree
 // bit for bit after every step.
 template <template <class> class Model, class T>
-void check_team_steps(const Sample<Model<double>>& s, bool baumgarte) {
+void check_team_steps(const Sample<Model<double>>& s, bool baumgarte, bool turns) {
   using Mo = Model<T>;
   constexpr int n = Mo::n;
   const typename Mo::Params p = params_in<Model, T>(s);
   kernels::StageSettings<T> ss{policy::default_rank_rtol<T>(), {}};
   if constexpr (HasConstraintRows<Mo>)
     if (baumgarte) ss.bg = {true, T(2), T(3), T(1.5)};
-  constexpr int steps = 4;
+  constexpr int steps = 2;
   const T h = T(1e-3);
   // One thread.
   T q1[n], qd1[n], t1 = static_cast<T>(s.t);
@@ -198,6 +203,7 @@ void check_team_steps(const Sample<Model<double>>& s, bool baumgarte) {
     ranks1.insert(ranks1.end(), {lo, hi, int(bad), int(marginal)});
   }
   for (const Way& way : ways) {
+    if (way.turns != 0 && !turns) continue;
     const int size = way.size;
     SCOPED_TRACE(std::string(Mo::name) + (sizeof(T) == 4 ? " float" : " double") +
                  (baumgarte ? ", Baumgarte" : "") + ", " + way.name());
@@ -241,7 +247,7 @@ void check_every_model_steps(int samples) {
     Rng rng(777);
     for (int k = 0; k < samples; ++k) {
       const auto s = Gen<Model<double>>::consistent(rng);
-      check_team_steps<Model, T>(s, k % 2 == 1);
+      check_team_steps<Model, T>(s, true, k == 0);
     }
   });
 }
@@ -273,8 +279,8 @@ TEST(Team, FloatEvaluationsWidenedToDoubleAreOneThreadsBitForBit) {
 }
 
 TEST(Team, Rk4StepsAreOneThreadsBitForBit) {
-  check_every_model_steps<double>(2);
-  check_every_model_steps<float>(2);
+  check_every_model_steps<double>(1);
+  check_every_model_steps<float>(1);
 }
 
 }  // namespace

@@ -279,7 +279,7 @@ struct PseudoInverse {
         return;
       }
     }
-    team.sync();  // every member has read Vrot and inv_s2 for the route
+    team.sync();  // every member is done with W, Vrot and inv_s2 before Jacobi writes them
     if (lead) sweeps = jacobi(W, Vrot, inv_s2, rtol, rank, marginal);
     team.sync();
   }
@@ -490,8 +490,7 @@ struct PseudoInverse {
     } else {  // member 0 in the team's scratch, which every member then reads the bound from
       if (team.rank() == 0) shared[3 * Rows] = bound_in();
       team.sync();
-      bound = shared[3 * Rows];
-      team.sync();  // every member has read it before the scratch is written again
+      bound = shared[3 * Rows];  // written again in the next factor(), many syncs later
     }
     const MaskOf<U> ok = certified(bound);
     if (bound_out) *bound_out = UL::select(factored, bound, *bound_out);
