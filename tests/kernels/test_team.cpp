@@ -38,8 +38,8 @@ typename Model<T>::Params params_in(const Sample<Model<double>>& s, bool zero = 
   return p;
 }
 
-template <class T, int n>
-void state_in(const Sample<auto>& s, T (&q)[n], T (&qd)[n]) {
+template <class S, class T, int n>
+void state_in(const S& s, T (&q)[n], T (&qd)[n]) {
   for (int j = 0; j < n; ++j) q[j] = static_cast<T>(s.q(j)), qd[j] = static_cast<T>(s.qd(j));
 }
 
