@@ -83,8 +83,13 @@ void bm_workload(benchmark::State& state, Backend be, int N, int threads) {
   bench::fill_workload(b);
   // UKB_BENCH_CUDA_BLOCK: threads per CUDA block (EngineOptions::cuda_block;
   // unset: 0, the block of each kernel's highest occupancy), for A/B runs.
+  // UKB_BENCH_CUDA_TEAMS=0: one thread per system for every model
+  // (EngineOptions::cuda_teams off), for the thread route's rows.
   const char* block = std::getenv("UKB_BENCH_CUDA_BLOCK");
-  const EngineOptions o{.threads = threads, .cuda_block = block ? std::atoi(block) : 0};
+  const char* teams = std::getenv("UKB_BENCH_CUDA_TEAMS");
+  const EngineOptions o{.threads = threads,
+                        .cuda_block = block ? std::atoi(block) : 0,
+                        .cuda_teams = !(teams && std::string(teams) == "0")};
   const long steps = steps_per_iteration<Mo>(be, N);
   const T dt = T(bench::workload_dt);
   // `k` steps into `failed`; a backend's error (a launch the device

@@ -50,8 +50,10 @@
 # directories, table.md. --no-studies: steps 2, 3 and 6 only (the
 # workloads' rates and the demo: no probe, no W5 or W6). --quick: N = 10^4 and 10^5 only (W5 and W6 at
 # 10^4), a tenth of the probe's systems and a 10^5-sample demo (a check of
-# the command). The engine's route is one thread per system; teams are
-# measured by the probe (the linear algebra, and whole RK4 steps).
+# the command). The table's route: the engine's RK4 runs the chains W2, W3,
+# W5 and W6 by a team per system (kernels::team_size), the others by one
+# thread; W2 and W3 are also run by one thread per system
+# (UKB_BENCH_CUDA_TEAMS=0, workloads_thread.json) at N = 10^5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,6 +124,10 @@ bench() {  # bench FILTER FILE: ukb_bench_workloads' cuda rows, 3 repetitions, t
 }
 bench "^(W[124]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:($sizes)|W3/[a-z_0-9]+/(double|float)/cuda/threads:0/N:(10000|100000))/" \
       "$out/workloads.json" || echo "bench/gpu.sh: the W1-W4 benchmark failed (exit $?)" >&2
+# The chains W2 and W3 again by one thread per system (their default is a
+# team per system), for the table's comparison of the two routes.
+UKB_BENCH_CUDA_TEAMS=0 bench "^W[23]/[a-z_0-9]+/(double|float)/cuda/threads:0/N:100000/" \
+      "$out/workloads_thread.json" || echo "bench/gpu.sh: the thread-route benchmark failed (exit $?)" >&2
 
 samples=1000000
 [ "$quick" = 1 ] && samples=100000

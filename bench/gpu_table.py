@@ -70,9 +70,15 @@ def main(d):
         flops = {r["workload"]: r["flops_per_step"] for r in json.load(f)}
     rows, skipped = {}, set()
     for path in sorted(glob.glob(os.path.join(d, "workloads*.json"))):
+        # The engine's route: workloads_thread.json was run with
+        # UKB_BENCH_CUDA_TEAMS=0 (one thread per system); otherwise the
+        # chains of 8 coordinates or more take a team (kernels::team_size).
+        forced = "thread" in os.path.basename(path)
         for b in benchmarks(path):
             parts = b["run_name"].split("/")
-            key = (parts[0], parts[1], parts[2], int(parts[5].split(":")[1]))
+            team = parts[1].startswith("planar_chain_") and parts[1] != "planar_chain_3"
+            key = (parts[0], parts[1], parts[2], int(parts[5].split(":")[1]),
+                   "thread" if forced or not team else "team")
             if b.get("error_occurred"):
                 skipped.add(b.get("error_message", "skipped"))
                 continue
@@ -82,14 +88,14 @@ def main(d):
           + (f"FP64 {pk['double']:.0f} GFLOP/s, FP32 {pk['float']:.0f} GFLOP/s" if pk else "unknown") + "\n")
     print("| workload | N | double steps/s | % FP64 peak | float steps/s | % FP32 peak | float / double | route |")
     print("|---|---|---|---|---|---|---|---|")
-    for (w, model, N) in sorted({(k[0], k[1], k[3]) for k in rows}):
+    for (w, model, N, route) in sorted({(k[0], k[1], k[3], k[4]) for k in rows}):
         cells = []
         for s in ("double", "float"):
-            r = rows.get((w, model, s, N))
+            r = rows.get((w, model, s, N, route))
             share = f"{100 * r * flops[w] / (pk[s] * 1e9):.1f} %" if (r and pk) else ""
             cells += [rate(r) if r else "", share]
-        fd = ratio(rows.get((w, model, "float", N)), rows.get((w, model, "double", N)))
-        print(f"| {w} {model} | {N:.0e} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {fd} | thread |")
+        fd = ratio(rows.get((w, model, "float", N, route)), rows.get((w, model, "double", N, route)))
+        print(f"| {w} {model} | {N:.0e} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {fd} | {route} |")
     for why in sorted(skipped):
         print(f"\n(skipped rows: {why})")
 

@@ -9,7 +9,9 @@
 # directory, compiles its engine.cu and engine_float.cu with nvcc -O3
 # -Xptxas -v for sm_90, the two at once (about 90 s each on one core), and
 # prints one row per kernel: model, scalar, method, registers / stack frame
-# / spill stores in bytes, and the route (thread: one thread per system).
+# / spill stores in bytes, and the route (thread: one thread per system;
+# team S: the engine's team route, kernels/ukb/kernels/team_run.hpp, a team
+# of S threads per system, which the cuda backend's RK4 takes for the chains).
 # Issue 48's targets: every kernel of W1-W4 with 0 bytes of spill stores
 # and at most 256 B of stack, W1 and W4 at most 168 registers; the rows of
 # W1-W4 are marked with their workload. With --team, also the whole-step
@@ -81,6 +83,9 @@ for (entry, regs, st, sp), name in zip(rows, names):
     method = "Dormand-Prince" if "AdaptiveRun" in name else "RK4"
     t = re.search(r"team_steps<.*>, (\d+)>\(", name)
     route = f"team {t.group(1)} (probe)" if t else "thread (probe)" if "thread_steps" in name else "thread"
+    if "TeamIntegrateBody" in name:  # kernels::team_size of the built-in chains (n = 2k)
+        n = 2 * int(k) if k else 0
+        route = "team " + str(1 if n < 8 else 8 if n < 24 else 16 if n < 48 else 32)
     out.append((label, scalar, method, regs, st, sp, route))
 print("==", title)
 print("| model | scalar | method | registers | stack (B) | spill stores (B) | route |")

@@ -4,17 +4,22 @@
 // (ThreadTeam, run_team); or one member at a time, in rank order or in
 // reverse, between syncs (TurnTeam, run_team_in_turns), so that a missing
 // sync shows every time: a member then reads what the members after it
-// in the order have not written yet.
+// in the order have not written yet. emulate_team_launch runs the CUDA
+// backend's team launches with them.
 #pragma once
 
 #include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <semaphore>
 #include <thread>
 #include <vector>
+
+#include "ukb/cuda/launch.hpp"
 
 namespace ukb::test {
 
@@ -131,6 +136,68 @@ void run_team_in_turns(int size, bool reverse, const F& f) {
       team.pass();
     });
   for (std::thread& t : members) t.join();
+}
+
+// A team of one member that is not SerialTeam: the team code of team.hpp
+// (team_cholesky, the shares and syncs) on one thread, at the cost of one
+// thread (the emulated launches' default team, emulate_team_launch).
+struct SoloTeam {
+  static int rank() { return 0; }
+  static int size() { return 1; }
+  static void sync() {}
+  static bool all(bool m) { return m; }
+  template <class T>
+  static T max(T x) {
+    return x;
+  }
+};
+
+// How emulate_team_launch runs a team: one member (SoloTeam), or `size`
+// host threads, free (turns 0) or taking turns in rank order (1) or in
+// reverse (-1).
+struct TeamMode {
+  int size = 1;
+  int turns = 0;
+};
+inline TeamMode& emulated_team_mode() {
+  static TeamMode mode;
+  return mode;
+}
+
+// The CUDA backend's team launch (UKB_LAUNCH_TEAM of kernels/ukb/cuda/
+// engine_impl.hpp) on the CPU: the blocks and teams of the GPU's launch
+// (cuda/launch.hpp's team geometry), one team after another, each block's
+// shared memory poisoned with 0xFF bytes (NaN) before it runs, each team run
+// as emulated_team_mode() says. Always launches (true).
+template <class Body>
+bool emulate_team_launch(int block, int N, const Body& body) {
+  using Shared = typename Body::Shared;
+  const int S = Body::team_threads;
+  const cuda::TeamLaunchConfig c =
+      cuda::team_launch_config(N, block > 0 ? block : cuda::occupancy_block(N * S, 128, 132), S);
+  const TeamMode mode = emulated_team_mode();
+  const std::size_t bytes = sizeof(Shared) * static_cast<std::size_t>(c.teams);
+  struct Free {
+    void operator()(void* p) const { ::operator delete(p, std::align_val_t(alignof(Shared))); }
+  };
+  const std::unique_ptr<void, Free> memory(::operator new(bytes, std::align_val_t(alignof(Shared))));
+  Shared* const shared = static_cast<Shared*>(memory.get());
+  for (int b = 0; b < c.grid; ++b) {
+    std::memset(memory.get(), 0xFF, bytes);
+    for (int k = 0; k < c.teams; ++k) {
+      const int i = cuda::team_system(b, c.teams, k, N);
+      if (i < 0) continue;
+      Shared& sh = shared[k];
+      if (mode.size == 1 && mode.turns == 0) {
+        body(SoloTeam{}, sh, i);
+      } else if (mode.turns == 0) {
+        run_team(mode.size, [&](const ThreadTeam& t) { body(t, sh, i); });
+      } else {
+        run_team_in_turns(mode.size, mode.turns < 0, [&](const TurnTeam& t) { body(t, sh, i); });
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace ukb::test

@@ -124,7 +124,9 @@ decltype(auto) as_model_error(const char* model, const char* doing, F&& f) {
 
 }  // namespace detail
 
-/// How a batch is executed. Nothing here changes a result, bit for bit.
+/// How a batch is executed. Nothing here changes a result, bit for bit,
+/// but `cuda_teams` on a GPU, where nvcc may contract the team route's
+/// multiply-adds otherwise than the thread route's (round-off only).
 struct EngineOptions {
   int threads = 0;       ///< CPU threads; 0: OMP_NUM_THREADS or all cores
   int chunk = 64;        ///< systems handed to a CPU thread at a time
@@ -132,6 +134,12 @@ struct EngineOptions {
   /// the device's occupancy (the largest block of the highest occupancy,
   /// smaller where N would not give every multiprocessor a block).
   int cuda_block = 0;
+  /// CUDA: RK4 integrations of a model with a team (kernels::team_size:
+  /// the chains of 8 coordinates or more, or the model's `cuda_team`) run
+  /// a team of threads per system, its step in shared memory; false: one
+  /// thread per system for every model. The same operations in the same
+  /// order either way (docs/cpp-api.md, "Teams").
+  bool cuda_teams = true;
   /// CPU backend: integrate several systems at a time in SIMD lanes
   /// (kernels/ukb/cpu/simd.hpp; bitwise the same results); false: one at a time.
   bool simd = true;

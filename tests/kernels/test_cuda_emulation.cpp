@@ -3,12 +3,20 @@
 // with g++ against Thrust's CPP backend, every thread of the launch run on
 // the CPU. Compared with the CPU backend: identical bits expected (same
 // kernels, same compiler), at sizes that do not divide the block size.
+// The team route (kernels/ukb/kernels/team_run.hpp) runs in these launches
+// for the models with a team (the chains), each team as one member
+// (team_support.hpp's SoloTeam); CudaEmulation.TeamRoute* run it with
+// host threads per member, for every model.
+#include <array>
+
 #include "engine_support.hpp"
 #include "spring_block.hpp"  // examples/models: a model file, not a built-in model
 #include "ukb/backends.hpp"
+#include "team_support.hpp"
 #include "ukb/cuda/launch.hpp"
 
 #define UKB_LAUNCH(config, N, body) ::ukb::cuda::emulate_launch(config, N, body)
+#define UKB_LAUNCH_TEAM(block, N, body) ::ukb::test::emulate_team_launch(block, N, body)
 #define UKB_CUDA_IMPL_NS cuda_emulated
 #include "ukb/cuda/engine_impl.hpp"
 
@@ -149,6 +157,19 @@ TEST(CudaEmulation, StabilisedRunsMatchCpuBackendBitwise) {
   });
 }
 
+// Sets every system i of a and b to the model's initial state from the
+// natural initial quantities init(i, p) gives (setting the parameters p).
+template <class Mo, class Init>
+void set_both(Batch<Mo>& a, Batch<Mo>& b, const Init& init) {
+  for (int i = 0; i < a.size(); ++i) {
+    typename Mo::Params p;
+    const std::array<double, 2> ic = init(i, p);
+    double q[Mo::n], qd[Mo::n];
+    ASSERT_TRUE(Mo::initial_state(ic.data(), p, q, qd)) << "system " << i;
+    for (Batch<Mo>* x : {&a, &b}) x->set_params(i, p), x->set_state(i, q, qd, 0.0);
+  }
+}
+
 // Integrates `emu` through the CUDA source (emulated) and `cpu` on the cpu
 // backend with `run`; returns the systems whose state, steps, events or
 // status differ, and the systems cpu left at rest.
@@ -175,14 +196,10 @@ TEST(CudaEmulation, ModelFileMatchesCpuBackendBitwise) {
   using Mo = SpringBlock<double>;
   const int N = 101;
   Batch<Mo> emu(N), cpu(N);
-  for (int i = 0; i < N; ++i) {
-    Mo::Params p;
+  set_both(emu, cpu, [&](int i, Mo::Params& p) {
     p.mu = 0.05 + 0.25 * i / N;
-    const double ic[2] = {1.0 - 0.01 * i, 0.5};
-    double q[2], qd[2];
-    ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
-    for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
-  }
+    return std::array<double, 2>{1.0 - 0.01 * i, 0.5};
+  });
   const auto [mismatches, at_rest] = emulated_against_cpu(emu, cpu, RunOptions{.dt = 1e-3, .t_end = 5.0});
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(at_rest, N / 2) << "guard: the stick-slip events happened";
@@ -197,14 +214,10 @@ TEST(CudaEmulation, ASurfaceModelMatchesCpuBackendBitwiseWithBothMethods) {
   for (Method method : {Method::rk4, Method::dopri5}) {
     SCOPED_TRACE(method == Method::rk4 ? "rk4" : "dopri5");
     Batch<Mo> emu(N), cpu(N);
-    for (int i = 0; i < N; ++i) {
-      Mo::Params p;
+    set_both(emu, cpu, [&](int i, Mo::Params& p) {
       p.mu = std::tan(p.alpha) * (0.5 + 2.5 * i / N);
-      const double ic[2] = {2.0, 3.0 * i / N};
-      double q[3], qd[3];
-      ASSERT_TRUE(Mo::initial_state(ic, p, q, qd));
-      for (Batch<Mo>* b : {&emu, &cpu}) b->set_params(i, p), b->set_state(i, q, qd, 0.0);
-    }
+      return std::array<double, 2>{2.0, 3.0 * i / N};
+    });
     const auto [mismatches, at_rest] = emulated_against_cpu(
         emu, cpu, RunOptions{.method = method, .dt = method == Method::rk4 ? 1e-3 : 0.0, .t_end = 1.5});
     EXPECT_EQ(mismatches, 0);
@@ -260,6 +273,131 @@ TEST(CudaEmulation, TheDeviceTallyCountsWhatTheHostCounts) {
     active = device.active;
   }
   EXPECT_EQ(active, 0) << "guard: the calls reach t_end";
+}
+
+// The systems of two batches whose state, status or monitors (every field
+// of role state or monitor that both have) differ in a bit.
+template <class Mo>
+int differing_systems(const Batch<Mo>& a, const Batch<Mo>& b) {
+  const BatchView<Mo> x = const_cast<Batch<Mo>&>(a).view(), y = const_cast<Batch<Mo>&>(b).view();
+  int differ = 0;
+  for (int i = 0; i < x.N; ++i) {
+    bool d = false;
+#define UKB_X(name, type, shape, rows, role, init, column, when, doc)                                     \
+  if ((UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor)) && x.name && y.name)                       \
+    for (int j = 0; j < (rows); ++j)                                                                        \
+      d = d || std::memcmp(&x.name[soa(j, i, x.N)], &y.name[soa(j, i, y.N)], sizeof(x.name[0])) != 0;
+    {
+      [[maybe_unused]] constexpr int n = Mo::n, m = Mo::m, np = param_count<Mo>(), dn = 10 * n + 2;
+      UKB_FIELDS(UKB_X)
+    }
+#undef UKB_X
+    differ += d;
+  }
+  return differ;
+}
+
+// Integrates `team` by the team route's body (TeamIntegrateBody), its
+// launch emulated with teams run as `mode` says, and `cpu` on the cpu
+// backend, with `run` for `budget` steps; returns the systems that differ
+// (differing_systems).
+template <class Mo>
+int team_route_against_cpu(Batch<Mo>& team, Batch<Mo>& cpu, const RunOptions& run, long budget, TeamMode mode) {
+  using T = typename Mo::Scalar;
+  const RunSettings<T> s = resolve_run<T>(run, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
+  emulated_team_mode() = mode;
+  emulate_team_launch(64, team.size(), kernels::TeamIntegrateBody<Mo>{team.view(), s});
+  emulated_team_mode() = {};
+  integrate(cpu, Backend::cpu, run, budget);
+  return differing_systems(team, cpu);
+}
+
+TEST(CudaEmulation, TeamRouteMatchesCpuBackendBitwise) {
+  // Every model's RK4 run by a team per system (team_run.hpp), its members
+  // host threads: free (2), and 3 taking turns in reverse rank order (a
+  // missing sync then shows every time), on shared memory that starts as
+  // NaN: the cpu backend's bits, state, status and every counter. With
+  // events located and residuals monitored; with projection after every
+  // step (the team projects, on the lead's command) and Baumgarte.
+  for_each_model_template([]<template <class> class Model>() {
+    using Mo = Model<double>;
+    std::vector<RunOptions> runs{RunOptions{.dt = 1e-3, .t_end = 0.05}};
+    if constexpr (HasConstraintRows<Mo>) {
+      runs.push_back(RunOptions{.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::projection});
+      runs.push_back(RunOptions{.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::baumgarte});
+    }
+    for (const RunOptions& run : runs) {
+      for (const TeamMode mode : {TeamMode{2, 0}, TeamMode{3, -1}}) {
+        SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(run.stabilization)) + " team of " +
+                     std::to_string(mode.size) + (mode.turns ? " in reverse turns" : ""));
+        RandomBatch<Model> team(3, 620), cpu(3, 620);
+        EXPECT_EQ(team_route_against_cpu(team.batch, cpu.batch, run, 12, mode), 0);
+        EXPECT_EQ(cpu.batch.steps(2), 12) << "guard: the systems stepped";
+      }
+    }
+  });
+}
+
+TEST(CudaEmulation, TeamRouteLocatesEventsAndStopsLikeTheCpuBackend) {
+  // Stick-slip by teams: a model file's block on a rough spring table
+  // (bisected events, the handler stops it) and puck_incline (a handler
+  // that moves the time), by free teams of 2 (TeamRouteMatchesCpuBackendBitwise
+  // takes turns; their syncs are the same).
+  {
+    using Mo = SpringBlock<double>;
+    const int N = 4;
+    for (const TeamMode mode : {TeamMode{2, 0}}) {
+      SCOPED_TRACE("spring_block, team of " + std::to_string(mode.size));
+      Batch<Mo> team(N), cpu(N);
+      set_both(team, cpu, [&](int i, Mo::Params& p) {
+        p.mu = 0.1 + 0.3 * i / N;
+        return std::array<double, 2>{1.0 - 0.1 * i, 0.5};
+      });
+      EXPECT_EQ(team_route_against_cpu(team, cpu, RunOptions{.dt = 2e-2, .t_end = 4.0}, 1000, mode), 0);
+      int stopped = 0, events = 0;
+      for (int i = 0; i < N; ++i) stopped += cpu.status(i) == Status::at_rest, events += cpu.events(i);
+      EXPECT_GT(stopped, N / 2) << "guard: the blocks stuck";
+      EXPECT_GT(events, stopped) << "guard: events that resumed the motion too";
+    }
+  }
+  {
+    using Mo = models::PuckIncline<double>;
+    const int N = 4;
+    SCOPED_TRACE("puck_incline");
+    Batch<Mo> team(N), cpu(N);
+    set_both(team, cpu, [&](int i, Mo::Params& p) {
+      p.mu = std::tan(p.alpha) * (3.0 + 3.0 * i / N);
+      return std::array<double, 2>{2.0, 1.0 * i / N};
+    });
+    EXPECT_EQ(team_route_against_cpu(team, cpu, RunOptions{.dt = 2e-2, .t_end = 1.5}, 1000, TeamMode{2, 0}), 0);
+    int stopped = 0;
+    for (int i = 0; i < N; ++i) stopped += cpu.status(i) == Status::at_rest;
+    EXPECT_GE(stopped, 2) << "guard: the pucks stopped";
+  }
+}
+
+// A model that declares its team (docs/adding-a-model.md: `cuda_team`).
+struct RingInTeamsOf4 : models::BeadOnRing<double> {
+  static constexpr int cuda_team = 4;
+};
+
+TEST(CudaEmulation, TheChainsTakeTheTeamRouteUnlessTurnedOff) {
+  // planar_chain_6 has a team (kernels::team_size); the Mirror's RK4 runs it
+  // on the team route by default and on the thread route with cuda_teams
+  // off: both the cpu backend's bits (the emulation's teams are one
+  // member each, SoloTeam: team.hpp's team code on one thread).
+  using Mo = models::PlanarChain6<double>;
+  static_assert(kernels::team_size<Mo>() == 8 && kernels::team_size<models::PlanarChain12<float>>() == 16 &&
+                kernels::team_size<models::BeadOnRing<double>>() == 1 && kernels::team_size<RingInTeamsOf4>() == 4);
+  const RunOptions run{.dt = 1e-3, .t_end = 0.05};
+  const RunSettings<double> s = resolve_run<double>(run, 20, HasConstraintRows<Mo>, Mo::name, Mo::n);
+  RandomBatch<models::PlanarChain6> teams(37, 630), threads(37, 630), cpu(37, 630);
+  cuda_emulated::integrate<Mo>(teams.batch.view(), s, {.cuda_block = 24});
+  cuda_emulated::integrate<Mo>(threads.batch.view(), s, {.cuda_block = 32, .cuda_teams = false});
+  integrate(cpu.batch, Backend::cpu, run, 20);
+  EXPECT_EQ(differing_systems(teams.batch, cpu.batch), 0);
+  EXPECT_EQ(differing_systems(threads.batch, cpu.batch), 0);
+  EXPECT_EQ(cpu.batch.steps(36), 20) << "guard: the tail system stepped";
 }
 
 }  // namespace

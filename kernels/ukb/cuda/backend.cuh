@@ -10,12 +10,14 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
 #include "ukb/backend.hpp"
 #include "ukb/cuda.hpp"
 #include "ukb/cuda/launch.hpp"
+#include "ukb/cuda/team.cuh"
 
 namespace ukb::cuda_impl {
 
@@ -57,6 +59,85 @@ void launch_on_device(::ukb::cuda::LaunchConfig c, int N, const Body& body) {
   check(cudaDeviceSynchronize(), "kernel execution");
 }
 
+// The team route (kernels/ukb/kernels/team_run.hpp): team k of the block
+// (Body::team_threads threads, a tile of a warp) runs system team_system(...) with
+// its share of the block's dynamic shared memory.
+extern __shared__ __align__(16) unsigned char team_shared[];
+template <class Body>
+__global__ void team_kernel(Body body, int N, int teams, unsigned stride) {
+  constexpr int S = Body::team_threads;
+  const int k = static_cast<int>(threadIdx.x) / S;
+  const int i = ::ukb::cuda::team_system(blockIdx.x, teams, k, N);
+  if (i < 0) return;  // the whole team
+  body(::ukb::cuda::this_tile<S>(), *reinterpret_cast<typename Body::Shared*>(team_shared + std::size_t(k) * stride),
+       i);
+}
+
+// sizeof(X) in device code, which may differ from the host's (uk.hpp's
+// UkWorkspace: a float pseudo-inverse holds a double route on the host).
+template <class X>
+__global__ void sizeof_kernel(unsigned* out) {
+  *out = sizeof(X);
+}
+template <class X>
+unsigned device_sizeof() {
+  unsigned* d = nullptr;
+  check(cudaMalloc(&d, sizeof(unsigned)), "device allocation");
+  sizeof_kernel<X><<<1, 1>>>(d);
+  unsigned h = 0;
+  const cudaError_t e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  check(e, "device query");
+  return h;
+}
+
+// Launches team_kernel<Body> for N systems in blocks of `block` threads
+// (0: the occupancy API's block of the highest occupancy for the kernel's
+// registers and shared memory, spread over every multiprocessor for small
+// N); false, launching nothing, where one system's shared memory exceeds
+// what a block may have (the caller runs the thread route).
+template <class Body>
+bool launch_team_on_device(int block, int N, const Body& body) {
+  constexpr int S = Body::team_threads;
+  struct Geometry {
+    unsigned stride = 0;  // one team's shared memory, in 16 B
+    int optin = 0;        // a block's largest dynamic shared memory
+    int best = 0;         // the block of the highest occupancy
+    int sms = 0;
+  };
+  static const Geometry g = [] {
+    Geometry r;
+    r.stride = (device_sizeof<typename Body::Shared>() + 15u) / 16u * 16u;
+    int device = 0;
+    check(cudaGetDevice(&device), "device query");
+    check(cudaDeviceGetAttribute(&r.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
+    check(cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, device), "device query");
+    if (r.stride > static_cast<unsigned>(r.optin)) return r;
+    check(cudaFuncSetAttribute(team_kernel<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, r.optin),
+          "kernel attribute");
+    int min_grid = 0;
+    const unsigned stride = r.stride;
+    check(cudaOccupancyMaxPotentialBlockSizeVariableSMem(
+              &min_grid, &r.best, team_kernel<Body>,
+              [stride](int threads) { return std::size_t(threads / S) * stride; }),
+          "occupancy query");
+    return r;
+  }();
+  if (g.stride > static_cast<unsigned>(g.optin)) return false;
+  if (N <= 0) return true;
+  if (block <= 0) {
+    const long threads = static_cast<long>(N) * S;
+    block = ::ukb::cuda::occupancy_block(threads < (1L << 30) ? static_cast<int>(threads) : (1 << 30), g.best, g.sms);
+  }
+  ::ukb::cuda::TeamLaunchConfig c = ::ukb::cuda::team_launch_config(N, block, S);
+  const int fit = g.optin / static_cast<int>(g.stride);  // teams whose shared memory a block holds
+  if (c.teams > fit) c = ::ukb::cuda::team_launch_config(N, fit * S, S);
+  team_kernel<Body><<<c.grid, c.teams * S, std::size_t(c.teams) * g.stride>>>(body, N, c.teams, g.stride);
+  check(cudaGetLastError(), "kernel launch");
+  check(cudaDeviceSynchronize(), "kernel execution");
+  return true;
+}
+
 inline void require_device() {
   std::string why;
   if (::ukb::cuda::device_count(&why) == 0) throw BackendUnavailable("the cuda backend is not available: " + why);
@@ -65,6 +146,7 @@ inline void require_device() {
 }  // namespace ukb::cuda_impl
 
 #define UKB_LAUNCH(config, N, body) ::ukb::cuda_impl::launch_on_device(config, N, body)
+#define UKB_LAUNCH_TEAM(block, N, body) ::ukb::cuda_impl::launch_team_on_device(block, N, body)
 #include "ukb/cuda/engine_impl.hpp"
 
 namespace ukb::backends::cuda {

@@ -10,7 +10,10 @@
 /// everything but the `<<<>>>` itself is executed in CI, where there is no
 /// GPU.
 ///
-/// The includer defines UKB_LAUNCH(config, N, body) before including, and may
+/// The includer defines UKB_LAUNCH(config, N, body) and UKB_LAUNCH_TEAM(block,
+/// N, body) (the team route: one team of Body::team_threads threads per system,
+/// Body::Shared its shared memory; false where it cannot be launched, the
+/// thread route then runs) before including, and may
 /// define UKB_CUDA_IMPL_NS (default cuda_impl) so that the g++ build of this
 /// file does not share symbol names with the nvcc build in libukb.
 #pragma once
@@ -30,6 +33,7 @@
 #include "ukb/batch.hpp"
 #include "ukb/cuda/launch.hpp"
 #include "ukb/kernels/run.hpp"
+#include "ukb/kernels/team_run.hpp"
 
 #ifndef UKB_CUDA_IMPL_NS
 #define UKB_CUDA_IMPL_NS cuda_impl
@@ -132,6 +136,11 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
       const kernels::IntegrateBody<Mo, kernels::AdaptiveRun<Mo>> body{d_.view(), s};
       UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
     } else {
+      // RK4: a team per system where the model has one (team_run.hpp).
+      if constexpr (kernels::team_size<Mo>() > 1) {
+        if (o.cuda_teams && UKB_LAUNCH_TEAM(o.cuda_block, d_.N, (kernels::TeamIntegrateBody<Mo>{d_.view(), s})))
+          return;
+      }
       const kernels::IntegrateBody<Mo, kernels::SystemRun<Mo>> body{d_.view(), s};
       UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
     }

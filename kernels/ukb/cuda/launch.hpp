@@ -45,6 +45,31 @@ UKB_HD inline void kernel_thread(int block_idx, int block_dim, int thread, int N
   if (i < N) body(static_cast<int>(i));
 }
 
+/// A launch of teams of `size` threads (one system per team, the team
+/// route of kernels/ukb/kernels/team_run.hpp): `grid` blocks of `teams`
+/// teams each, block `teams * size` threads.
+struct TeamLaunchConfig {
+  int grid = 0;
+  int teams = 0;
+  int size = 1;
+};
+
+/// The smallest grid of blocks of `block` threads, in teams of `size`,
+/// that covers N systems: block / size teams a block (at least one); with
+/// block 0 none yet (the launcher chooses, as launch_config).
+UKB_HD inline TeamLaunchConfig team_launch_config(int N, int block, int size) {
+  if (block <= 0) return {0, 0, size};
+  const int teams = block >= size ? block / size : 1;
+  return {static_cast<int>((static_cast<long>(N) + teams - 1) / teams), teams, size};
+}
+
+/// The system of team `team` of block `block_idx` (teams per block), or
+/// -1 past N (the whole team is then idle).
+UKB_HD inline int team_system(int block_idx, int teams, int team, int N) {
+  const long i = static_cast<long>(block_idx) * teams + team;
+  return i < N ? static_cast<int>(i) : -1;
+}
+
 /// Runs every thread of a launch sequentially on the CPU (a block chosen
 /// from the occupancy: as a device of 132 multiprocessors whose best block
 /// is 128 threads would).

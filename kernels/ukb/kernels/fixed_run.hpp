@@ -101,9 +101,11 @@ struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
 
   /// The outcome of the step next() asked for: its status, its end state
   /// (q, q', t), whether it stayed clean (checked steps; true otherwise),
-  /// and what its evaluations found about B.
+  /// and what its evaluations found about B. `project`: who projects the
+  /// state after an accepted step (RunCommon::settle).
+  template <class Projector = OwnProjection>
   UKB_HD void feed(const BatchView<Mo>& v, const RunSettings<T>& s, Status st, const T* q, const T* qd, T t,
-                   bool step_clean, const StepRanks& k) {
+                   bool step_clean, const StepRanks& k, const Projector& project = {}) {
     this->add(v.rhs_evals, Rk4::stages);  // kept where the batch has the monitors of adaptive steps
     if (st != Status::ok) {  // keep the state before the step
       f.status = static_cast<std::int32_t>(st);
@@ -126,7 +128,7 @@ struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
       if (bisection.next(s.event_tol, trial)) return;  // another trial
       locating = false;  // located: the state is at t0 + bisection.lo
     }
-    finish(v, s);  // its one call: the projection is inlined once
+    finish(v, s, project);  // its one call: the projection is inlined once
   }
 
   /// Takes the step that r asked for (next), in scalar code, and hands r
@@ -187,9 +189,10 @@ struct SystemRun : RunCommon<Mo, detail::inlined_rare<Mo>> {
 
   // After an accepted step (or a located event): the projection, the
   // residual limit, the counters, the handler and the monitor.
-  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s) {
+  template <class Projector>
+  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s, const Projector& project) {
     bool converged = true;
-    const Status st = this->settle(s, converged);
+    const Status st = this->settle(s, converged, project);
     if (st != Status::ok) {  // keep the state before this step
       f.status = static_cast<std::int32_t>(st);
       restore();

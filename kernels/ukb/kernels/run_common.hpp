@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "ukb/batch.hpp"
 #include "ukb/kernels/stabilize.hpp"
@@ -23,6 +24,27 @@ struct StepRanks {
   bool inconsistent = false;  ///< an evaluation was inconsistent
   bool marginal = false;      ///< a rank decision was marginal
 };
+
+/// Who projects a run's state after an accepted step (RunCommon::settle):
+/// the thread that runs the system, by project_step. A team's run passes a
+/// projector of its own instead (team_run.hpp), called as
+/// `project(q, qd, t, p, rank_rtol, projection, converged)`.
+struct OwnProjection {};
+
+namespace detail {
+template <bool InlineRare, Model Mo, class Projector>
+UKB_HD UKB_INLINE Status project_with_(const Projector& project, typename Mo::Scalar* q, typename Mo::Scalar* qd,
+                                       typename Mo::Scalar t, const typename Mo::Params& p,
+                                       typename Mo::Scalar rank_rtol, const Projection<typename Mo::Scalar>& pr,
+                                       bool& converged) {
+  if constexpr (std::is_same_v<Projector, OwnProjection>) {
+    (void)project;
+    return project_step<Mo, InlineRare>(q, qd, t, p, rank_rtol, pr, converged);
+  } else {
+    return project(q, qd, t, p, rank_rtol, pr, converged);
+  }
+}
+}  // namespace detail
 
 /// What a run holds of its system in local storage (registers on a GPU):
 /// the fields that every step reads or writes. The counters and maxima that
@@ -189,6 +211,12 @@ struct RunCommon {
     if (counter) counter[sys] += k;
   }
 
+  template <bool Inline, class Projector>
+  UKB_HD static Status project_with(const Projector& project, T* q, T* qd, T t, const typename Mo::Params& p,
+                                    T rank_rtol, const Projection<T>& pr, bool& converged) {
+    return detail::project_with_<Inline, Mo>(project, q, qd, t, p, rank_rtol, pr, converged);
+  }
+
   UKB_HD void reset_ranks() {
     min_rank = m;
     max_rank = 0;
@@ -211,14 +239,17 @@ struct RunCommon {
   // What follows an accepted step (or a located event) whose end state is
   // in f: the rank check, the projection and the residual limit; a status
   // other than ok when one of them fails (the caller restores the state
-  // before the step). `converged`: the projection converged.
-  UKB_HD Status settle(const RunSettings<T>& s, bool& converged) {
+  // before the step). `converged`: the projection converged. `project`:
+  // who projects (OwnProjection: this thread, project_step; a team's run
+  // has its team do it, team_run.hpp).
+  template <class Projector = OwnProjection>
+  UKB_HD Status settle(const RunSettings<T>& s, bool& converged, const Projector& project = {}) {
     converged = true;
     Status st = Status::ok;
     if (s.expected_rank >= 0 && (min_rank != s.expected_rank || max_rank != s.expected_rank))
       st = Status::failed_rank;
     else if (s.projection.on)
-      st = project_step<Mo, InlineRare>(f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
+      st = project_with<InlineRare>(project, f.q, f.qd, f.t, p, s.rank_rtol, s.projection, converged);
     if (st == Status::ok && !within_limit(s)) st = Status::failed_residual;
     return st;
   }
