@@ -50,7 +50,7 @@
 # directories, table.md. --no-studies: steps 2, 3 and 6 only (the
 # workloads' rates and the demo: no probe, no W5 or W6). --quick: N = 10^4 and 10^5 only (W5 and W6 at
 # 10^4), a tenth of the probe's systems and a 10^5-sample demo (a check of
-# the command). The table's route: the engine's RK4 runs the chains W2, W3,
+# the command). The table's route: the engine runs the chains W2, W3,
 # W5 and W6 by a team per system (kernels::team_size), the others by one
 # thread; W2 and W3 are also run by one thread per system
 # (UKB_BENCH_CUDA_TEAMS=0, workloads_thread.json) at N = 10^5.

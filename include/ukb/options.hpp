@@ -134,7 +134,7 @@ struct EngineOptions {
   /// the device's occupancy (the largest block of the highest occupancy,
   /// smaller where N would not give every multiprocessor a block).
   int cuda_block = 0;
-  /// CUDA: RK4 integrations of a model with a team (kernels::team_size:
+  /// CUDA: integrations of a model with a team (kernels::team_size:
   /// the chains of 8 coordinates or more, or the model's `cuda_team`) run
   /// a team of threads per system, its step in shared memory; false: one
   /// thread per system for every model. The same operations in the same

@@ -275,8 +275,9 @@ TEST(CudaEmulation, TheDeviceTallyCountsWhatTheHostCounts) {
   EXPECT_EQ(active, 0) << "guard: the calls reach t_end";
 }
 
-// The systems of two batches whose state, status or monitors (every field
-// of role state or monitor that both have) differ in a bit.
+// The systems of two batches whose state, status, monitors or dense output
+// (every field of role state, monitor, adaptive or dense that both have)
+// differ in a bit.
 template <class Mo>
 int differing_systems(const Batch<Mo>& a, const Batch<Mo>& b) {
   const BatchView<Mo> x = const_cast<Batch<Mo>&>(a).view(), y = const_cast<Batch<Mo>&>(b).view();
@@ -284,7 +285,8 @@ int differing_systems(const Batch<Mo>& a, const Batch<Mo>& b) {
   for (int i = 0; i < x.N; ++i) {
     bool d = false;
 #define UKB_X(name, type, shape, rows, role, init, column, when, doc)                                     \
-  if ((UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor)) && x.name && y.name)                       \
+  if ((UKB_FIELD_IS(role, state) || UKB_FIELD_IS(role, monitor) || UKB_FIELD_IS(role, adaptive) ||           \
+       UKB_FIELD_IS(role, dense)) && x.name && y.name)                                                      \
     for (int j = 0; j < (rows); ++j)                                                                        \
       d = d || std::memcmp(&x.name[soa(j, i, x.N)], &y.name[soa(j, i, y.N)], sizeof(x.name[0])) != 0;
     {
@@ -306,33 +308,45 @@ int team_route_against_cpu(Batch<Mo>& team, Batch<Mo>& cpu, const RunOptions& ru
   using T = typename Mo::Scalar;
   const RunSettings<T> s = resolve_run<T>(run, budget, HasConstraintRows<Mo>, Mo::name, Mo::n);
   emulated_team_mode() = mode;
-  emulate_team_launch(64, team.size(), kernels::TeamIntegrateBody<Mo>{team.view(), s});
+  if (run.method == Method::dopri5) {
+    for (Batch<Mo>* b : {&team, &cpu}) b->allocate_adaptive(), b->allocate_dense();
+    emulate_team_launch(64, team.size(), kernels::TeamIntegrateBody<Mo, kernels::AdaptiveRun<Mo>>{team.view(), s});
+  } else {
+    emulate_team_launch(64, team.size(), kernels::TeamIntegrateBody<Mo>{team.view(), s});
+  }
   emulated_team_mode() = {};
   integrate(cpu, Backend::cpu, run, budget);
   return differing_systems(team, cpu);
 }
 
 TEST(CudaEmulation, TeamRouteMatchesCpuBackendBitwise) {
-  // Every model's RK4 run by a team per system (team_run.hpp), its members
-  // host threads: free (2), and 3 taking turns in reverse rank order (a
-  // missing sync then shows every time), on shared memory that starts as
-  // NaN: the cpu backend's bits, state, status and every counter. With
-  // events located and residuals monitored; with projection after every
-  // step (the team projects, on the lead's command) and Baumgarte.
+  // Every model's RK4 and Dormand–Prince runs by a team per system
+  // (team_run.hpp), its members host threads: free (2), and 3 taking turns
+  // in reverse rank order (a missing sync then shows every time), on shared
+  // memory that starts as NaN: the cpu backend's bits, state, status, every
+  // counter and the dense output. With events located and residuals
+  // monitored; with projection after every step (the team projects, on the
+  // lead's command) and Baumgarte; Dormand–Prince from its automatic first
+  // step (the lead's run has the team evaluate at its start and at the
+  // initial step's probe).
   for_each_model_template([]<template <class> class Model>() {
     using Mo = Model<double>;
-    std::vector<RunOptions> runs{RunOptions{.dt = 1e-3, .t_end = 0.05}};
+    std::vector<RunOptions> runs{RunOptions{.dt = 1e-3, .t_end = 0.05},
+                                 RunOptions{.method = Method::dopri5, .dt = 0, .t_end = 0.05}};
     if constexpr (HasConstraintRows<Mo>) {
       runs.push_back(RunOptions{.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::projection});
       runs.push_back(RunOptions{.dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::baumgarte});
+      runs.push_back(
+          RunOptions{.method = Method::dopri5, .dt = 0, .t_end = 0.05, .stabilization = Stabilization::projection});
     }
     for (const RunOptions& run : runs) {
       for (const TeamMode mode : {TeamMode{2, 0}, TeamMode{3, -1}}) {
-        SCOPED_TRACE(std::string(Mo::name) + " " + std::string(to_string(run.stabilization)) + " team of " +
-                     std::to_string(mode.size) + (mode.turns ? " in reverse turns" : ""));
+        SCOPED_TRACE(std::string(Mo::name) + (run.method == Method::dopri5 ? " dopri5 " : " rk4 ") +
+                     std::string(to_string(run.stabilization)) + " team of " + std::to_string(mode.size) +
+                     (mode.turns ? " in reverse turns" : ""));
         RandomBatch<Model> team(3, 620), cpu(3, 620);
         EXPECT_EQ(team_route_against_cpu(team.batch, cpu.batch, run, 12, mode), 0);
-        EXPECT_EQ(cpu.batch.steps(2), 12) << "guard: the systems stepped";
+        EXPECT_GE(cpu.batch.steps(2), run.method == Method::rk4 ? 12 : 2) << "guard: the systems stepped";
       }
     }
   });
@@ -341,7 +355,8 @@ TEST(CudaEmulation, TeamRouteMatchesCpuBackendBitwise) {
 TEST(CudaEmulation, TeamRouteLocatesEventsAndStopsLikeTheCpuBackend) {
   // Stick-slip by teams: a model file's block on a rough spring table
   // (bisected events, the handler stops it) and puck_incline (a handler
-  // that moves the time), by free teams of 2 (TeamRouteMatchesCpuBackendBitwise
+  // that moves the time; RK4, and Dormand–Prince, which locates the stop on
+  // its dense output), by free teams of 2 (TeamRouteMatchesCpuBackendBitwise
   // takes turns; their syncs are the same).
   {
     using Mo = SpringBlock<double>;
@@ -360,16 +375,17 @@ TEST(CudaEmulation, TeamRouteLocatesEventsAndStopsLikeTheCpuBackend) {
       EXPECT_GT(events, stopped) << "guard: events that resumed the motion too";
     }
   }
-  {
+  for (Method method : {Method::rk4, Method::dopri5}) {
     using Mo = models::PuckIncline<double>;
     const int N = 4;
-    SCOPED_TRACE("puck_incline");
+    SCOPED_TRACE(method == Method::rk4 ? "puck_incline, rk4" : "puck_incline, dopri5");
     Batch<Mo> team(N), cpu(N);
     set_both(team, cpu, [&](int i, Mo::Params& p) {
       p.mu = std::tan(p.alpha) * (3.0 + 3.0 * i / N);
       return std::array<double, 2>{2.0, 1.0 * i / N};
     });
-    EXPECT_EQ(team_route_against_cpu(team, cpu, RunOptions{.dt = 2e-2, .t_end = 1.5}, 1000, TeamMode{2, 0}), 0);
+    const RunOptions run{.method = method, .dt = method == Method::rk4 ? 2e-2 : 0.0, .t_end = 1.5};
+    EXPECT_EQ(team_route_against_cpu(team, cpu, run, 1000, TeamMode{2, 0}), 0);
     int stopped = 0;
     for (int i = 0; i < N; ++i) stopped += cpu.status(i) == Status::at_rest;
     EXPECT_GE(stopped, 2) << "guard: the pucks stopped";

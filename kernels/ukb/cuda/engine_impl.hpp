@@ -131,18 +131,12 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   void upload(const BatchView<Mo>& host) override { d_.upload(host); }
   void download(const BatchView<Mo>& host) const override { d_.download_run(host); }
   void integrate(const RunSettings<T>& s, const EngineOptions& o) override {
-    // A kernel per method (kernels::IntegrateBody).
+    // A kernel per method (kernels::IntegrateBody, or on the team route
+    // kernels::TeamIntegrateBody).
     if (s.method == Method::dopri5) {
-      const kernels::IntegrateBody<Mo, kernels::AdaptiveRun<Mo>> body{d_.view(), s};
-      UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+      run<kernels::AdaptiveRun<Mo>>(s, o);
     } else {
-      // RK4: a team per system where the model has one (team_run.hpp).
-      if constexpr (kernels::team_size<Mo>() > 1) {
-        if (o.cuda_teams && UKB_LAUNCH_TEAM(o.cuda_block, d_.N, (kernels::TeamIntegrateBody<Mo>{d_.view(), s})))
-          return;
-      }
-      const kernels::IntegrateBody<Mo, kernels::SystemRun<Mo>> body{d_.view(), s};
-      UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+      run<kernels::SystemRun<Mo>>(s, o);
     }
   }
   Tally tally(const RunSettings<T>& s) const override {
@@ -153,6 +147,18 @@ class Mirror final : public backends::cuda::DeviceMirror<Mo> {
   }
 
  private:
+  // The kernel of the run Run: a team per system where the model has one
+  // (team_run.hpp) and the options allow it, else one thread per system.
+  template <class Run>
+  void run(const RunSettings<T>& s, const EngineOptions& o) {
+    if constexpr (kernels::team_size<Mo>() > 1) {
+      if (o.cuda_teams && UKB_LAUNCH_TEAM(o.cuda_block, d_.N, (kernels::TeamIntegrateBody<Mo, Run>{d_.view(), s})))
+        return;
+    }
+    const kernels::IntegrateBody<Mo, Run> body{d_.view(), s};
+    UKB_LAUNCH(::ukb::cuda::launch_config(d_.N, o.cuda_block), d_.N, body);
+  }
+
   DeviceBatch<Mo> d_;
 };
 

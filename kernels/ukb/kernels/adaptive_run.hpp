@@ -85,9 +85,10 @@ struct AdaptiveRun : RunCommon<Mo> {
   }
 
   /// Whether another step is to be taken in this call (as SystemRun::next).
-  UKB_HD bool next(const BatchView<Mo>& v, const RunSettings<T>& s) {
+  template <class Evaluator = OwnEvaluation>
+  UKB_HD bool next(const BatchView<Mo>& v, const RunSettings<T>& s, const Evaluator& evaluate = {}) {
     if (locating) return true;  // the bisection's next trial (h and t1 set)
-    if (begun >= s.budget || !begin(v, s)) return false;
+    if (begun >= s.budget || !begin(v, s, evaluate)) return false;
     ++begun;
     clean = true;
     return true;
@@ -108,8 +109,10 @@ struct AdaptiveRun : RunCommon<Mo> {
   /// end state (q, q'), its error norm, whether it stayed clean, the
   /// acceleration at the end (a1), what its evaluations found about B, and
   /// its dense output where wants_dense.
+  template <class Projector = OwnProjection>
   UKB_HD void feed(const BatchView<Mo>& v, const RunSettings<T>& s, Status st, const T* q, const T* qd, T err,
-                   bool step_clean, const T* a1, const StepRanks& k, const DenseStep<n, T>* dn) {
+                   bool step_clean, const T* a1, const StepRanks& k, const DenseStep<n, T>* dn,
+                   const Projector& project = {}) {
     this->add(v.rhs_evals, Dopri5Tableau::stages - 1);
     if (st != Status::ok) {  // the state before the step
       f.status = static_cast<std::int32_t>(st);
@@ -144,7 +147,7 @@ struct AdaptiveRun : RunCommon<Mo> {
         return;
       }
       k1_ok = false;
-      finish(v, s, true);  // located: the state is at t0 + bisection.lo
+      finish(v, s, true, project);  // located: the state is at t0 + bisection.lo
       return;
     }
     if (!(err == err)) {  // a NaN error norm: the step's end state is not finite
@@ -180,7 +183,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       }
       locating = false;  // a step within event_tol: the event is at its start
       k1_ok = false;
-      finish(v, s, true);
+      finish(v, s, true, project);
       return;
     }
     if (!accepted) {
@@ -201,7 +204,7 @@ struct AdaptiveRun : RunCommon<Mo> {
       k1_ok = true;
     }
     write_dense(v, dn);
-    finish(v, s, crossed);
+    finish(v, s, crossed, project);
   }
 
   /// Takes the step that r asked for (next), in scalar code, and hands r
@@ -286,30 +289,34 @@ struct AdaptiveRun : RunCommon<Mo> {
   // A step is to be taken: the acceleration at the state (evaluated where
   // it is not known), the step's size h and end time t1; false where there
   // is none (or the system fails here).
-  UKB_HD bool begin(const BatchView<Mo>& v, const RunSettings<T>& s) {
+  template <class Evaluator>
+  UKB_HD bool begin(const BatchView<Mo>& v, const RunSettings<T>& s, const Evaluator& evaluate) {
     if (rest || !f.ok() || f.steps >= s.max_steps || !(f.t < s.t_pause)) return false;
     if (!before_end(f.t, s)) return false;
     // What B does in this step's evaluations (a rejected step's are not
     // counted; the location trials of an accepted one are).
     this->reset_ranks();
     if (!k1_ok) {
-      Accel<Mo> a;
-      const Status st = uk_eval_rare<Mo>(f.q, f.qd, f.t, p, s.rank_rtol, a, s.baumgarte);
-      if (!(f.ctrl & fsal_bit)) {  // a new evaluation (else that of the last step's last stage again)
-        this->add(v.rhs_evals, 1);
-        if (st == Status::ok) this->add_ranks(StepRanks{a.rank, a.rank, a.inconsistent, a.marginal});
-      }
-      if (st != Status::ok) {
-        f.status = static_cast<std::int32_t>(st);
-        return false;
-      }
-      for (int j = 0; j < n; ++j) k1[j] = a.qdd[j];
+      const bool ok = this->template evaluate_with<false>(
+          evaluate, f.q, f.qd, f.t, s, [&](Status st, const Accel<Mo>& a) {
+            if (!(f.ctrl & fsal_bit)) {  // a new evaluation (else that of the last step's last stage again)
+              this->add(v.rhs_evals, 1);
+              if (st == Status::ok) this->add_ranks(StepRanks{a.rank, a.rank, a.inconsistent, a.marginal});
+            }
+            if (st != Status::ok) {
+              f.status = static_cast<std::int32_t>(st);
+              return false;
+            }
+            for (int j = 0; j < n; ++j) k1[j] = a.qdd[j];
+            return true;
+          });
+      if (!ok) return false;
       k1_ok = true;
       f.ctrl |= fsal_bit;
     }
     T step = h_next;
     if (!(step > T(0))) {  // the first step: a guess, within [dt_min, dt_max]
-      step = s.dt > T(0) ? s.dt : initial_step(v, s);
+      step = s.dt > T(0) ? s.dt : initial_step(v, s, evaluate);
       if (!(step - step == T(0))) {  // NaN or infinite: the state or its acceleration is not finite
         f.status = static_cast<std::int32_t>(Status::failed_nonfinite);
         return false;
@@ -328,15 +335,17 @@ struct AdaptiveRun : RunCommon<Mo> {
   }
 
   // The first step where dt is 0 (dopri5_initial_step), one evaluation more.
-  UKB_HD T initial_step(const BatchView<Mo>& v, const RunSettings<T>& s) {
+  template <class Evaluator>
+  UKB_HD T initial_step(const BatchView<Mo>& v, const RunSettings<T>& s, const Evaluator& evaluate) {
     T f0[2 * n];
     for (int j = 0; j < n; ++j) f0[j] = f.qd[j], f0[n + j] = k1[j];
     this->add(v.rhs_evals, 1);
     auto accel = [&](const T* q, const T* qd, T t, T* out) {
-      Accel<Mo> a;
-      if (uk_eval_rare<Mo>(q, qd, t, p, s.rank_rtol, a, s.baumgarte) != Status::ok) return false;
-      for (int j = 0; j < n; ++j) out[j] = a.qdd[j];
-      return true;
+      return this->template evaluate_with<false>(evaluate, q, qd, t, s, [&](Status st, const Accel<Mo>& a) {
+        if (st != Status::ok) return false;
+        for (int j = 0; j < n; ++j) out[j] = a.qdd[j];
+        return true;
+      });
     };
     return dopri5_initial_step<n, T>(f.q, f.qd, f.t, f0, s.control, accel);
   }
@@ -344,9 +353,10 @@ struct AdaptiveRun : RunCommon<Mo> {
   // After an accepted step (or a located event): the projection, the
   // residual limit, the counters, the handler and the monitor; whether the
   // acceleration at the state is known (FSAL) goes to ctrl.
-  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s, bool located) {
+  template <class Projector>
+  UKB_HD void finish(const BatchView<Mo>& v, const RunSettings<T>& s, bool located, const Projector& project) {
     bool converged = true;
-    const Status ss = this->settle(s, converged);
+    const Status ss = this->settle(s, converged, project);
     if (ss != Status::ok) {  // keep the state before this step
       f.status = static_cast<std::int32_t>(ss);
       this->set(q0, qd0, t0);

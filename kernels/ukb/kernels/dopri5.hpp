@@ -18,6 +18,8 @@
 #include "ukb/config.hpp"
 #include "ukb/kernels/lanes.hpp"
 #include "ukb/kernels/stage.hpp"
+#include "ukb/kernels/team.hpp"
+#include "ukb/kernels/uk.hpp"
 #include "ukb/model.hpp"
 #include "ukb/policy.hpp"
 #include "ukb/settings.hpp"
@@ -110,6 +112,67 @@ struct DenseStep {
   static constexpr int size = 10 * n + 2;  ///< values in the `dense` field
 };
 
+namespace detail {
+/// The stages of one Dormand–Prince step (dopri5_step) on the caller's
+/// arrays: qs, vs (n each) the stage state, `acc` the evaluation's result,
+/// evaluated by eval(x, v, ts) (false when no lane is left), the status in
+/// st. The members of `team` split the entries of every stage state and of
+/// the outputs; they share the arrays, k and the outputs, and each holds
+/// st itself.
+template <Model Mo, class V, class Team, class Eval, class Observe>
+UKB_HD UKB_INLINE void dopri5_stages(const Team& team, V* qs, V* vs, const Accel<Mo, V>& acc, const V* q0,
+                                     const V* qd0, const V& t0, const V& t1, const V& h, const Eval& eval,
+                                     const Observe& observe, Dopri5Stages<Mo::n, V>& k, V* q1, V* qd1, V* eq,
+                                     V* ev) {
+  using T = typename Mo::Scalar;
+  using Tab = Dopri5Tableau;
+  constexpr int n = Mo::n;
+  const int first = team.rank(), stride = team.size();
+  // One evaluation in the loop's body, not unrolled: six inlined copies of
+  // the acceleration made device code (and nvcc's compile) six times larger.
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+  for (int s = 1; s < Tab::stages; ++s) {
+    // The state of stage s: (q0, q'0) + h sum_{j < s} a_sj K_j.
+    for (int i = first; i < n; i += stride) {
+      V dq = V(T(0)), dv = V(T(0));
+      for (int j = 0; j < s; ++j) {
+        if (Tab::a(s, j) == 0.0) continue;
+        const V a = V(T(Tab::a(s, j)));
+        dq += a * k.kq[j][i];
+        dv += a * k.kv[j][i];
+      }
+      qs[i] = q0[i] + h * dq;
+      vs[i] = qd0[i] + h * dv;
+    }
+    team.sync();
+    const V ts = s == Tab::stages - 1 ? t1 : V(t0 + V(T(Tab::c(s))) * h);
+    if (s < Tab::stages - 1) observe(qs, vs, ts);
+    if (!eval(qs, vs, ts)) return;
+    for (int i = first; i < n; i += stride) {
+      k.kq[s][i] = vs[i];
+      k.kv[s][i] = acc.qdd[i];
+    }
+    team.sync();
+  }
+  for (int i = first; i < n; i += stride) {
+    q1[i] = qs[i];  // stage 7's state is the fifth-order solution (a_7j = b_j)
+    qd1[i] = vs[i];
+    V sq = V(T(0)), sv = V(T(0));
+    for (int j = 0; j < Tab::stages; ++j) {
+      if (Tab::e(j) == 0.0) continue;
+      const V e = V(T(Tab::e(j)));
+      sq += e * k.kq[j][i];
+      sv += e * k.kv[j][i];
+    }
+    eq[i] = h * sq;
+    ev[i] = h * sv;
+  }
+  team.sync();
+}
+}  // namespace detail
+
 /// One Dormand–Prince step of size h from (q0, q'0, t0) to the time t1 (t0 +
 /// h, or the end time it is meant to land on), with k.kq[0] = q'0 and
 /// k.kv[0] the acceleration at the start given: the stages into k, the
@@ -124,51 +187,40 @@ UKB_HD typename Lanes<V>::LaneStatus dopri5_step(const V* q0, const V* qd0, cons
                                                  const StageSettings<typename Mo::Scalar, V>& ss,
                                                  const Observe& observe, Dopri5Stages<Mo::n, V>& k, V* q1,
                                                  V* qd1, V* eq, V* ev) {
-  using T = typename Mo::Scalar;
-  using Tab = Dopri5Tableau;
   constexpr int n = Mo::n;
   typename Lanes<V>::LaneStatus st{};
   Accel<Mo, V> acc;
   V qs[n], vs[n];
-  // One evaluation in the loop's body, not unrolled: six inlined copies of
-  // the acceleration made device code (and nvcc's compile) six times larger.
-#if defined(__CUDA_ARCH__)
-#pragma unroll 1
-#endif
-  for (int s = 1; s < Tab::stages; ++s) {
-    // The state of stage s: (q0, q'0) + h sum_{j < s} a_sj K_j.
-    for (int i = 0; i < n; ++i) {
-      V dq = V(T(0)), dv = V(T(0));
-      for (int j = 0; j < s; ++j) {
-        if (Tab::a(s, j) == 0.0) continue;
-        const V a = V(T(Tab::a(s, j)));
-        dq += a * k.kq[j][i];
-        dv += a * k.kv[j][i];
-      }
-      qs[i] = q0[i] + h * dq;
-      vs[i] = qd0[i] + h * dv;
-    }
-    const V ts = s == Tab::stages - 1 ? t1 : V(t0 + V(T(Tab::c(s))) * h);
-    if (s < Tab::stages - 1) observe(qs, vs, ts);
-    if (!stage_eval<Mo, V>(qs, vs, ts, p, ss, acc, st)) return st;
-    for (int i = 0; i < n; ++i) {
-      k.kq[s][i] = vs[i];
-      k.kv[s][i] = acc.qdd[i];
-    }
-  }
-  for (int i = 0; i < n; ++i) {
-    q1[i] = qs[i];  // stage 7's state is the fifth-order solution (a_7j = b_j)
-    qd1[i] = vs[i];
-    V sq = V(T(0)), sv = V(T(0));
-    for (int j = 0; j < Tab::stages; ++j) {
-      if (Tab::e(j) == 0.0) continue;
-      const V e = V(T(Tab::e(j)));
-      sq += e * k.kq[j][i];
-      sv += e * k.kv[j][i];
-    }
-    eq[i] = h * sq;
-    ev[i] = h * sv;
-  }
+  auto eval = [&](const V* x, const V* v, const V& ts) { return stage_eval<Mo, V>(x, v, ts, p, ss, acc, st); };
+  detail::dopri5_stages<Mo, V>(SerialTeam{}, qs, vs, acc, q0, qd0, t0, t1, h, eval, observe, k, q1, qd1, eq, ev);
+  return st;
+}
+
+/// What a team's Dormand–Prince step shares besides its start, stages and
+/// outputs: the stage state and the evaluation's arrays and result.
+template <Model Mo, class T = typename Mo::Scalar>
+struct Dopri5Workspace {
+  UkWorkspace<Mo, T> uk;
+  Accel<Mo, T> acc;
+  T qs[Mo::n], vs[Mo::n];
+};
+
+/// dopri5_step by a team (team.hpp) that shares the workspace `ws`, the
+/// start, k and the outputs; every member returns the same status. Every
+/// member calls `observe` and writes the trackers of `ss` (the same
+/// values): each member must have its own. The bits of one thread's
+/// dopri5_step where the compiler contracts no multiply-adds.
+template <Model Mo, class Team, class Observe = NoStageObserver>
+UKB_HD Status dopri5_step(const Team& team, Dopri5Workspace<Mo>& ws, const typename Mo::Scalar* q0,
+                          const typename Mo::Scalar* qd0, typename Mo::Scalar t0, typename Mo::Scalar t1,
+                          typename Mo::Scalar h, const typename Mo::Params& p,
+                          const StageSettings<typename Mo::Scalar>& ss, const Observe& observe,
+                          Dopri5Stages<Mo::n, typename Mo::Scalar>& k, typename Mo::Scalar* q1,
+                          typename Mo::Scalar* qd1, typename Mo::Scalar* eq, typename Mo::Scalar* ev) {
+  using T = typename Mo::Scalar;
+  Status st = Status::ok;
+  const TeamStageEval<Mo, Team> eval{team, ws.uk.arrays(), p, ss, ws.acc, st};
+  detail::dopri5_stages<Mo, T>(team, ws.qs, ws.vs, ws.acc, q0, qd0, t0, t1, h, eval, observe, k, q1, qd1, eq, ev);
   return st;
 }
 

@@ -108,11 +108,7 @@ UKB_HD Status rk4_step(const Team& team, Rk4Workspace<Mo>& ws, typename Mo::Scal
                        const StageSettings<typename Mo::Scalar>& ss, const Observe& observe = {}) {
   using T = typename Mo::Scalar;
   Status st = Status::ok;
-  const UkArrays<Mo, T> uk = ws.uk.arrays();
-  auto eval = [&](const T* x, const T* v, T ts) {
-    const Status s = uk_accel<Mo, T>(team, uk, x, v, ts, p, ss.rank_rtol, ws.k, ss.bg);
-    return stage_record<Mo, T>(s, ws.k, ss, st);
-  };
+  const TeamStageEval<Mo, Team> eval{team, ws.uk.arrays(), p, ss, ws.k, st};
   detail::rk4_stages<Mo, T>(team, ws.qs, ws.vs, ws.dq, ws.dv, ws.k, q, qd, t, h, eval, observe, st);
   return st;
 }

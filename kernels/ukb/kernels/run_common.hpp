@@ -31,6 +31,13 @@ struct StepRanks {
 /// `project(q, qd, t, p, rank_rtol, projection, converged)`.
 struct OwnProjection {};
 
+/// Who evaluates the acceleration on a run's rare paths (AdaptiveRun: the
+/// acceleration at a step's start where the last stage does not give it,
+/// the initial step's probe): the thread that runs the system, by
+/// uk_eval_rare. A team's run passes an evaluator of its own (team_run.hpp),
+/// called as `evaluate(q, qd, t, use)`, which returns use(status, accel).
+struct OwnEvaluation {};
+
 namespace detail {
 template <bool InlineRare, Model Mo, class Projector>
 UKB_HD UKB_INLINE Status project_with_(const Projector& project, typename Mo::Scalar* q, typename Mo::Scalar* qd,
@@ -215,6 +222,21 @@ struct RunCommon {
   UKB_HD static Status project_with(const Projector& project, T* q, T* qd, T t, const typename Mo::Params& p,
                                     T rank_rtol, const Projection<T>& pr, bool& converged) {
     return detail::project_with_<Inline, Mo>(project, q, qd, t, p, rank_rtol, pr, converged);
+  }
+
+  // use(status, accel) for the acceleration at (q, q', t), evaluated by
+  // `evaluate` (OwnEvaluation: this thread, uk_eval_rare).
+  template <bool Inline, class Evaluator, class Use>
+  UKB_HD auto evaluate_with(const Evaluator& evaluate, const T* q, const T* qd, T t, const RunSettings<T>& s,
+                            const Use& use) const {
+    if constexpr (std::is_same_v<Evaluator, OwnEvaluation>) {
+      (void)evaluate;
+      Accel<Mo> a;
+      const Status st = uk_eval_rare<Mo, Inline>(q, qd, t, p, s.rank_rtol, a, s.baumgarte);
+      return use(st, static_cast<const Accel<Mo>&>(a));
+    } else {
+      return evaluate(q, qd, t, use);
+    }
   }
 
   UKB_HD void reset_ranks() {

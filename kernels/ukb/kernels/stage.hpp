@@ -60,4 +60,23 @@ UKB_HD bool stage_eval(const V* x, const V* v, const V& ts, const ParamsOf<Mo, V
   return stage_record<Mo, V>(uk_eval<Mo, V>(x, v, ts, p, ss.rank_rtol, k, ss.bg), k, ss, st);
 }
 
+/// A stage's evaluation by a team (the team steps of rk4.hpp and
+/// dopri5.hpp): uk_accel by the team on its shared arrays `uk` into `out`,
+/// recorded into the member's trackers and status (stage_record). False
+/// when the status is not ok any more.
+template <Model Mo, class Team>
+struct TeamStageEval {
+  using T = typename Mo::Scalar;
+  const Team& team;
+  UkArrays<Mo, T> uk;
+  const typename Mo::Params& p;
+  const StageSettings<T>& ss;
+  Accel<Mo, T>& out;
+  Status& st;
+  UKB_HD bool operator()(const T* x, const T* v, T ts) const {
+    const Status s = uk_accel<Mo, T>(team, uk, x, v, ts, p, ss.rank_rtol, out, ss.bg);
+    return stage_record<Mo, T>(s, out, ss, st);
+  }
+};
+
 }  // namespace ukb::kernels

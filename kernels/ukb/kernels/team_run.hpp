@@ -1,17 +1,20 @@
 /// @file team_run.hpp
-/// @brief The team route of the engine (docs/design.md §7, "Teams per
-///        system"): RK4's run of one system (fixed_run.hpp's SystemRun) by
-///        a team of threads (team.hpp) that shares the run, the step's
-///        workspace and the state in the team's shared memory, so that a
-///        chain's step is not held in one thread's registers and local
-///        memory.
+/// @brief The team route of the engine (docs/design.md §7, "The team
+///        route of the engine"): the run of one system (fixed_run.hpp's
+///        SystemRun for RK4, adaptive_run.hpp's AdaptiveRun for
+///        Dormand–Prince) by a team of threads (team.hpp) that shares the
+///        run, the step's workspace and its state in the team's shared
+///        memory, so that a chain's step is not held in one thread's
+///        registers and local memory.
 ///
-/// Member 0 leads: it runs the system's SystemRun as one thread would
-/// (load, next, feed, store: every read and write of the batch, every
-/// counter, the handler, the monitor), on the copy in shared memory. What
-/// is linear algebra the team does together, on the lead's command: the
-/// step (rk4_step by the team), the evaluation of a start that consults the
-/// handler, and the projection after an accepted step (team_project). The
+/// Member 0 leads: it runs the system's run as one thread would (load,
+/// next, feed, store: every read and write of the batch, every counter,
+/// the handler, the monitor, the dense output), on the copy in shared
+/// memory. What is linear algebra the team does together, on the lead's
+/// command: the step (rk4_step or dopri5_step by the team, TeamStep), the
+/// evaluation of a start that consults the handler, Dormand–Prince's
+/// evaluations at a step's start and at its initial step's probe, and the
+/// projection after an accepted step (team_project). The
 /// others wait for the lead's next command at a sync. Every command ends
 /// with a sync, so that its results are visible to every member, and
 /// every member reads the command before the lead can write the next one.
@@ -25,6 +28,8 @@
 
 #include "ukb/batch.hpp"
 #include "ukb/config.hpp"
+#include "ukb/kernels/adaptive_run.hpp"
+#include "ukb/kernels/dopri5.hpp"
 #include "ukb/kernels/fixed_run.hpp"
 #include "ukb/kernels/rk4.hpp"
 #include "ukb/kernels/stabilize.hpp"
@@ -43,13 +48,15 @@ concept DeclaresTeam = requires {
 };
 }  // namespace detail
 
-/// Threads per system of the model's RK4 kernels on the cuda backend
+/// Threads per system of the model's integration kernels on the cuda backend
 /// (docs/cpp-api.md, "Teams"): the model's `cuda_team` where it declares
 /// one (1, 2, 4, 8, 16 or 32), else 1 (one thread per system) for models
-/// of fewer than 8 coordinates, whose step fits in one thread's registers,
-/// 8 from 8 coordinates (planar_chain_6), 16 from 24 (planar_chain_12),
-/// 32 from 48: the smallest teams whose whole RK4 steps needed no spill
-/// stores and at most 256 B of stack in bench/kernel_registers.sh --team.
+/// of fewer than 8 coordinates, whose step fits in one thread's registers;
+/// 8 from 8 coordinates (planar_chain_6: its whole RK4 steps took 74
+/// registers with teams of 8, 146 with 4, no spills either way, in
+/// bench/kernel_registers.sh --team); 16 from 24 (planar_chain_12: 196
+/// registers, 186 with 32, at half the threads); 32 from 48 (not measured).
+/// Chosen at compile time; no GPU has timed the choices yet.
 template <Model Mo>
 constexpr int team_size() {
   if constexpr (detail::DeclaresTeam<Mo>) {
@@ -124,35 +131,127 @@ UKB_HD Status team_project(const Team& team, const UkArrays<Mo>& ws, typename Mo
   return Status::ok;
 }
 
-/// What a team shares for one system on the team route: the run (member
-/// 0's), the step's workspace and state, and the lead's command. sizeof is
-/// the shared memory of one system (take it where the code runs: uk.hpp's
-/// UkWorkspace says why).
+/// The step of a run on the team route, by the run: what the team shares
+/// for it (Space: the evaluation's arrays `uk()` and result `accel()`
+/// besides the step's own), how it is taken, and how the lead asks the run
+/// for the next one.
+template <Model Mo, class Run>
+struct TeamStep;
+
+/// RK4 (SystemRun): the step's workspace and its state.
 template <Model Mo>
-struct TeamRunShared {
+struct TeamStep<Mo, SystemRun<Mo>> {
   using T = typename Mo::Scalar;
-  SystemRun<Mo> run;
-  Rk4Workspace<Mo> ws;
-  T q[Mo::n], qd[Mo::n];  ///< the step's state
-  int command;            ///< TeamIntegrateBody::Command
+  static constexpr int n = Mo::n, m = Mo::m;
+  struct Space {
+    Rk4Workspace<Mo> ws;
+    T q[n], qd[n];  ///< the step's state
+    UKB_HD UkWorkspace<Mo>& uk() { return ws.uk; }
+    UKB_HD Accel<Mo>& accel() { return ws.k; }
+  };
+
+  template <class Evaluator>
+  UKB_HD static bool next(SystemRun<Mo>& r, const BatchView<Mo>& v, const RunSettings<T>& s, const Evaluator&) {
+    return r.next(v, s);
+  }
+
+  /// The step the run asked for, from its start (q0, q0', t0) and of its
+  /// size, by every member; the lead hands the run the outcome.
+  template <class Team, class Projector>
+  UKB_HD static void take(const Team& team, Space& sp, SystemRun<Mo>& r, const BatchView<Mo>& v,
+                          const RunSettings<T>& s, const Projector& project) {
+    for (int j = team.rank(); j < n; j += team.size()) sp.q[j] = r.q0[j], sp.qd[j] = r.qd0[j];
+    T t = r.t0;
+    const T h = r.size();
+    StepRanks k{m, 0, false, false};
+    bool clean = true;
+    const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
+    const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
+    team.sync();
+    const Status st = rk4_step<Mo>(team, sp.ws, sp.q, sp.qd, t, h, r.p, ss, check);
+    if (st == Status::ok) check(sp.q, sp.qd, t);  // and the end state
+    if (team.rank() == 0) r.feed(v, s, st, sp.q, sp.qd, t, clean, k, project);
+  }
 };
 
-/// RK4's run of system i by a team (the team route's kernel body): every
-/// member of the team calls it with the same i and the team's shared
-/// TeamRunShared, whose contents it sets up itself. Results, counters
-/// included, bit for bit those of IntegrateBody<Mo, SystemRun<Mo>> (one
-/// thread) where the compiler contracts no multiply-adds (team.hpp).
+/// Dormand–Prince (AdaptiveRun): the step's workspace, stages and outputs,
+/// and its dense output.
 template <Model Mo>
+struct TeamStep<Mo, AdaptiveRun<Mo>> {
+  using T = typename Mo::Scalar;
+  static constexpr int n = Mo::n, m = Mo::m;
+  struct Space {
+    Dopri5Workspace<Mo> ws;
+    Dopri5Stages<n, T> k;
+    T q1[n], qd1[n], eq[n], ev[n];  ///< the end state and the error estimate
+    DenseStep<n, T> dn;
+    UKB_HD UkWorkspace<Mo>& uk() { return ws.uk; }
+    UKB_HD Accel<Mo>& accel() { return ws.acc; }
+  };
+
+  template <class Evaluator>
+  UKB_HD static bool next(AdaptiveRun<Mo>& r, const BatchView<Mo>& v, const RunSettings<T>& s,
+                          const Evaluator& evaluate) {
+    return r.next(v, s, evaluate);
+  }
+
+  /// AdaptiveRun::step_one by the team: the stages from the run's start
+  /// with its acceleration there (FSAL), the error norm (every member from
+  /// the shared outputs), the dense output where the run wants it (the
+  /// lead), and the lead hands the run the outcome.
+  template <class Team, class Projector>
+  UKB_HD static void take(const Team& team, Space& sp, AdaptiveRun<Mo>& r, const BatchView<Mo>& v,
+                          const RunSettings<T>& s, const Projector& project) {
+    for (int j = team.rank(); j < n; j += team.size()) sp.k.kq[0][j] = r.qd0[j], sp.k.kv[0][j] = r.k1[j];
+    const T t1 = r.t1, h = r.h;
+    StepRanks k{m, 0, false, false};
+    bool clean = true;
+    const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
+    const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
+    team.sync();
+    const Status st =
+        dopri5_step<Mo>(team, sp.ws, r.q0, r.qd0, r.t0, t1, h, r.p, ss, check, sp.k, sp.q1, sp.qd1, sp.eq, sp.ev);
+    T err = T(0);
+    if (st == Status::ok) {
+      check(sp.q1, sp.qd1, t1);  // and the end state
+      err = dopri5_error<n, T>(r.q0, r.qd0, sp.q1, sp.qd1, sp.eq, sp.ev, s.control);
+    }
+    if (team.rank() == 0) {
+      const bool dense = st == Status::ok && r.wants_dense(v, s, err, clean);
+      if (dense) dopri5_dense<n, T>(r.q0, r.qd0, sp.q1, sp.qd1, sp.k, h, 0, sp.dn);
+      r.feed(v, s, st, sp.q1, sp.qd1, err, clean, sp.k.kv[6], k, dense ? &sp.dn : nullptr, project);
+    }
+  }
+};
+
+/// What a team shares for one system on the team route: the run (member
+/// 0's), its step's space (TeamStep) and the lead's command. sizeof is the
+/// shared memory of one system (take it where the code runs: uk.hpp's
+/// UkWorkspace says why).
+template <Model Mo, class Run>
+struct TeamRunShared {
+  Run run;
+  typename TeamStep<Mo, Run>::Space step;
+  int command;  ///< TeamIntegrateBody::Command
+};
+
+/// The run Run (SystemRun: RK4; AdaptiveRun: Dormand–Prince) of system i
+/// by a team (the team route's kernel body): every member of the team calls
+/// it with the same i and the team's shared TeamRunShared, whose contents
+/// it sets up itself. Results, counters and dense output included, bit for
+/// bit those of IntegrateBody<Mo, Run> (one thread) where the compiler
+/// contracts no multiply-adds (team.hpp).
+template <Model Mo, class Run = SystemRun<Mo>>
 struct TeamIntegrateBody {
   using T = typename Mo::Scalar;
-  using Shared = TeamRunShared<Mo>;
+  using Shared = TeamRunShared<Mo, Run>;
+  using Step = TeamStep<Mo, Run>;
   static constexpr int team_threads = team_size<Mo>();  ///< threads per team on the cuda backend
-  static constexpr int n = Mo::n, m = Mo::m;
   BatchView<Mo> v;
   RunSettings<T> s;
 
   /// The lead's commands.
-  enum Command : int { stop = 0, step = 1, consult = 2, project = 3 };
+  enum Command : int { stop = 0, step = 1, consult = 2, project = 3, evaluate = 4 };
 
   /// The lead's projector (RunCommon::settle): the team projects the run's
   /// state (the others are waiting for a command).
@@ -162,62 +261,85 @@ struct TeamIntegrateBody {
     Shared& sh;
     UKB_HD Status operator()(T* q, T* qd, T t, const typename Mo::Params& p, T rank_rtol, const Projection<T>& pr,
                              bool& converged) const {
-      sh.command = project;
+      if constexpr (HasConstraintRows<Mo>) {
+        sh.command = project;
+        team.sync();
+      }
+      return team_project<Mo>(team, sh.step.uk().arrays(), q, qd, t, p, rank_rtol, pr, converged);
+    }
+  };
+
+  /// The lead's evaluator (RunCommon::evaluate_with): the team evaluates
+  /// the acceleration at (q, q', t), which member 0 alone reads (the
+  /// model's calls of uk_accel), into the shared result.
+  template <class Team>
+  struct Evaluator {
+    const Team& team;
+    Shared& sh;
+    const RunSettings<T>& settings;
+    template <class Use>
+    UKB_HD auto operator()(const T* q, const T* qd, T t, const Use& use) const {
+      sh.command = evaluate;
       team.sync();
-      return team_project<Mo>(team, sh.ws.uk.arrays(), q, qd, t, p, rank_rtol, pr, converged);
+      const Status st = uk_accel<Mo, T>(team, sh.step.uk().arrays(), q, qd, t, sh.run.p, settings.rank_rtol,
+                                        sh.step.accel(), settings.baumgarte);
+      return use(st, static_cast<const Accel<Mo>&>(sh.step.accel()));
     }
   };
 
   template <class Team>
   UKB_HD void operator()(const Team& team, Shared& sh, int i) const {
     const bool lead = team.rank() == 0;
-    SystemRun<Mo>& r = sh.run;
+    Run& r = sh.run;
+    const Evaluator<Team> evaluator{team, sh, s};
     if (lead) {
       new (&sh) Shared;
       sh.command = stop;
-      if (r.template load<true>(v, i, s)) sh.command = r.consult ? consult : advance(r);
+      if (r.template load<true>(v, i, s)) sh.command = r.consult ? consult : advance(r, evaluator);
     }
     for (;;) {
       team.sync();
       const int command = sh.command;
       if (command == stop) return;
-      if (command == project) {  // from the lead's feed: arguments as the lead passes them
-        bool converged = true;
-        team_project<Mo>(team, sh.ws.uk.arrays(), r.f.q, r.f.qd, r.f.t, r.p, s.rank_rtol, s.projection, converged);
-        continue;
-      }
-      if (command == consult) {
-        const Status st = uk_accel<Mo, T>(team, sh.ws.uk.arrays(), r.f.q, r.f.qd, r.f.t, r.p, s.rank_rtol,
-                                          sh.ws.k, s.baumgarte);
-        if (lead) {
-          r.consulted(v, st);
-          sh.command = advance(r);
+      // The commands that a model or run cannot give are not compiled (each
+      // is an inlined evaluation or projection more in the kernel).
+      if constexpr (HasConstraintRows<Mo>) {
+        if (command == project) {  // from the lead's feed: the arguments the lead passes
+          bool converged = true;
+          team_project<Mo>(team, sh.step.uk().arrays(), r.f.q, r.f.qd, r.f.t, r.p, s.rank_rtol, s.projection,
+                           converged);
+          continue;
         }
-        continue;
       }
-      // A step: from the run's start (q0, q0', t0), of its size.
-      for (int j = team.rank(); j < n; j += team.size()) sh.q[j] = r.q0[j], sh.qd[j] = r.qd0[j];
-      T t = r.t0;
-      const T h = r.size();
-      StepRanks k{m, 0, false, false};
-      bool clean = true;
-      const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
-      const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
-      team.sync();
-      const Status st = rk4_step<Mo>(team, sh.ws, sh.q, sh.qd, t, h, r.p, ss, check);
-      if (st == Status::ok) check(sh.q, sh.qd, t);  // and the end state
-      if (lead) {
-        r.feed(v, s, st, sh.q, sh.qd, t, clean, k, Projector<Team>{team, sh});
-        sh.command = advance(r);
+      if constexpr (std::is_same_v<Run, AdaptiveRun<Mo>>) {
+        if (command == evaluate) {  // from the lead's run: (q, q', t) are the lead's alone
+          uk_accel<Mo, T>(team, sh.step.uk().arrays(), nullptr, nullptr, T(0), r.p, s.rank_rtol, sh.step.accel(),
+                          s.baumgarte);
+          continue;
+        }
       }
+      if constexpr (HasEvents<Mo>) {
+        if (command == consult) {
+          const Status st = uk_accel<Mo, T>(team, sh.step.uk().arrays(), r.f.q, r.f.qd, r.f.t, r.p, s.rank_rtol,
+                                            sh.step.accel(), s.baumgarte);
+          if (lead) {
+            r.consulted(v, st);
+            sh.command = advance(r, evaluator);
+          }
+          continue;
+        }
+      }
+      Step::take(team, sh.step, r, v, s, Projector<Team>{team, sh});
+      if (lead) sh.command = advance(r, evaluator);
     }
   }
 
  private:
   // The lead's next command once a step or consultation is done: the next
   // step, or the system stored and stop.
-  UKB_HD Command advance(SystemRun<Mo>& r) const {
-    if (r.next(v, s)) return step;
+  template <class Team>
+  UKB_HD Command advance(Run& r, const Evaluator<Team>& evaluator) const {
+    if (Step::next(r, v, s, evaluator)) return step;
     r.store(v, s);
     return stop;
   }

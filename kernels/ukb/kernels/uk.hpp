@@ -175,8 +175,9 @@ struct UkWorkspace {
 ///
 /// By a team (team.hpp) that shares the arrays `ws` and `out`: member 0
 /// calls the model's functions, the members split the factorisations and
-/// products (linalg.hpp), and every member returns the same status; q, qd
-/// and p must hold the same values on every member. SerialTeam (one thread,
+/// products (linalg.hpp), and every member returns the same status; q, qd,
+/// t and p are read by member 0 alone (the model's calls: they may be
+/// member 0's own, team_run.hpp's evaluator passes them so). SerialTeam (one thread,
 /// or a pack's lanes) gives the bits of any team.
 template <Model Mo, class V, class Team>
 UKB_HD UKB_INLINE typename Lanes<V>::LaneStatus uk_accel(const Team& team, const UkArrays<Mo, V>& ws, const V* q, const V* qd,
