@@ -5,7 +5,10 @@
 // reverse, between syncs (TurnTeam, run_team_in_turns), so that a missing
 // sync shows every time: a member then reads what the members after it
 // in the order have not written yet. emulate_team_launch runs the CUDA
-// backend's team launches with them.
+// backend's team launches with them. Their all() and max() sync, which a
+// GPU's vote and shuffles do not: code that relies on all() or max() to
+// make earlier writes visible passes here and is wrong there (team.hpp
+// says which guarantees a Team gives).
 #pragma once
 
 #include <barrier>
@@ -163,6 +166,11 @@ inline TeamMode& emulated_team_mode() {
   static TeamMode mode;
   return mode;
 }
+// The team launches emulate_team_launch has run.
+inline long& emulated_team_launches() {
+  static long launches = 0;
+  return launches;
+}
 
 // The CUDA backend's team launch (UKB_LAUNCH_TEAM of kernels/ukb/cuda/
 // engine_impl.hpp) on the CPU: the blocks and teams of the GPU's launch
@@ -176,6 +184,7 @@ bool emulate_team_launch(int block, int N, const Body& body) {
   const cuda::TeamLaunchConfig c =
       cuda::team_launch_config(N, block > 0 ? block : cuda::occupancy_block(N * S, 128, 132), S);
   const TeamMode mode = emulated_team_mode();
+  ++emulated_team_launches();
   const std::size_t bytes = sizeof(Shared) * static_cast<std::size_t>(c.teams);
   struct Free {
     void operator()(void* p) const { ::operator delete(p, std::align_val_t(alignof(Shared))); }

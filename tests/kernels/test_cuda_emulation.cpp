@@ -322,7 +322,8 @@ int team_route_against_cpu(Batch<Mo>& team, Batch<Mo>& cpu, const RunOptions& ru
 TEST(CudaEmulation, TeamRouteMatchesCpuBackendBitwise) {
   // Every model's RK4 and Dormand–Prince runs by a team per system
   // (team_run.hpp), its members host threads: free (2), and 3 taking turns
-  // in reverse rank order (a missing sync then shows every time), on shared
+  // in reverse rank order (a missing sync then shows every time; with
+  // projection in rank order too), on shared
   // memory that starts as NaN: the cpu backend's bits, state, status, every
   // counter and the dense output. With events located and residuals
   // monitored; with projection after every step (the team projects, on the
@@ -340,14 +341,31 @@ TEST(CudaEmulation, TeamRouteMatchesCpuBackendBitwise) {
           RunOptions{.method = Method::dopri5, .dt = 0, .t_end = 0.05, .stabilization = Stabilization::projection});
     }
     for (const RunOptions& run : runs) {
-      for (const TeamMode mode : {TeamMode{2, 0}, TeamMode{3, -1}}) {
+      // Turns in rank order too where the lead projects: it then goes on
+      // first after the team's projection.
+      std::vector<TeamMode> modes{TeamMode{2, 0}, TeamMode{3, -1}};
+      if (run.stabilization == Stabilization::projection) modes.push_back(TeamMode{3, 1});
+      for (const TeamMode mode : modes) {
         SCOPED_TRACE(std::string(Mo::name) + (run.method == Method::dopri5 ? " dopri5 " : " rk4 ") +
                      std::string(to_string(run.stabilization)) + " team of " + std::to_string(mode.size) +
-                     (mode.turns ? " in reverse turns" : ""));
+                     (mode.turns < 0 ? " in reverse turns" : mode.turns > 0 ? " in turns" : ""));
         RandomBatch<Model> team(3, 620), cpu(3, 620);
         EXPECT_EQ(team_route_against_cpu(team.batch, cpu.batch, run, 12, mode), 0);
         EXPECT_GE(cpu.batch.steps(2), run.method == Method::rk4 ? 12 : 2) << "guard: the systems stepped";
       }
+    }
+    if constexpr (HasConstraintRows<Mo> && HasResidual<Mo>) {
+      // A residual limit that every projected state fails: the lead
+      // restores the state before the step right after the team's
+      // projection, and the system stops there; in turns with the lead first.
+      SCOPED_TRACE(std::string(Mo::name) + " projection against a residual limit, in turns");
+      RandomBatch<Model> team(3, 621), cpu(3, 621);
+      const RunOptions run{
+          .dt = 1e-3, .t_end = 0.05, .stabilization = Stabilization::projection, .residual_limit = 1e-300};
+      EXPECT_EQ(team_route_against_cpu(team.batch, cpu.batch, run, 12, TeamMode{3, 1}), 0);
+      int failed = 0;
+      for (int i = 0; i < 3; ++i) failed += cpu.batch.status(i) == Status::failed_residual;
+      EXPECT_GT(failed, 0) << "guard: the limit failed a projected state";
     }
   });
 }
@@ -408,8 +426,11 @@ TEST(CudaEmulation, TheChainsTakeTheTeamRouteUnlessTurnedOff) {
   const RunOptions run{.dt = 1e-3, .t_end = 0.05};
   const RunSettings<double> s = resolve_run<double>(run, 20, HasConstraintRows<Mo>, Mo::name, Mo::n);
   RandomBatch<models::PlanarChain6> teams(37, 630), threads(37, 630), cpu(37, 630);
+  const long launches = emulated_team_launches();
   cuda_emulated::integrate<Mo>(teams.batch.view(), s, {.cuda_block = 24});
+  EXPECT_EQ(emulated_team_launches(), launches + 1) << "the team route ran";
   cuda_emulated::integrate<Mo>(threads.batch.view(), s, {.cuda_block = 32, .cuda_teams = false});
+  EXPECT_EQ(emulated_team_launches(), launches + 1) << "the thread route ran";
   integrate(cpu.batch, Backend::cpu, run, 20);
   EXPECT_EQ(differing_systems(teams.batch, cpu.batch), 0);
   EXPECT_EQ(differing_systems(threads.batch, cpu.batch), 0);

@@ -11,7 +11,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ukb/backend.hpp"
@@ -84,10 +86,12 @@ unsigned device_sizeof() {
   unsigned* d = nullptr;
   check(cudaMalloc(&d, sizeof(unsigned)), "device allocation");
   sizeof_kernel<X><<<1, 1>>>(d);
+  cudaError_t e = cudaGetLastError();
   unsigned h = 0;
-  const cudaError_t e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(d);
   check(e, "device query");
+  if (h == 0) throw BackendUnavailable("cuda backend: the device query of a team's shared memory gave 0 bytes");
   return h;
 }
 
@@ -99,38 +103,54 @@ unsigned device_sizeof() {
 template <class Body>
 bool launch_team_on_device(int block, int N, const Body& body) {
   constexpr int S = Body::team_threads;
+  static_assert(alignof(typename Body::Shared) <= 16, "a team's shared memory is aligned to 16 B");
+  // The kernel's geometry on the current device (each device its own: the
+  // kernel's shared memory attribute is set per device).
   struct Geometry {
-    unsigned stride = 0;  // one team's shared memory, in 16 B
-    int optin = 0;        // a block's largest dynamic shared memory
+    unsigned stride = 0;  // one team's shared memory in bytes, a multiple of 16
+    int most = 0;         // a block's largest dynamic shared memory for this kernel
     int best = 0;         // the block of the highest occupancy
     int sms = 0;
   };
-  static const Geometry g = [] {
-    Geometry r;
-    r.stride = (device_sizeof<typename Body::Shared>() + 15u) / 16u * 16u;
-    int device = 0;
-    check(cudaGetDevice(&device), "device query");
-    check(cudaDeviceGetAttribute(&r.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
-    check(cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, device), "device query");
-    if (r.stride > static_cast<unsigned>(r.optin)) return r;
-    check(cudaFuncSetAttribute(team_kernel<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, r.optin),
-          "kernel attribute");
-    int min_grid = 0;
-    const unsigned stride = r.stride;
-    check(cudaOccupancyMaxPotentialBlockSizeVariableSMem(
-              &min_grid, &r.best, team_kernel<Body>,
-              [stride](int threads) { return std::size_t(threads / S) * stride; }),
-          "occupancy query");
-    return r;
-  }();
-  if (g.stride > static_cast<unsigned>(g.optin)) return false;
+  int device = 0;
+  check(cudaGetDevice(&device), "device query");
+  static std::mutex mutex;
+  static std::map<int, Geometry> geometries;
+  Geometry g;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto known = geometries.find(device);
+    if (known != geometries.end()) {
+      g = known->second;
+    } else {
+      g.stride = (device_sizeof<typename Body::Shared>() + 15u) / 16u * 16u;
+      int optin = 0;
+      check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device query");
+      check(cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, device), "device query");
+      cudaFuncAttributes a{};
+      check(cudaFuncGetAttributes(&a, team_kernel<Body>), "kernel query");
+      g.most = optin - static_cast<int>(a.sharedSizeBytes);
+      if (g.stride <= static_cast<unsigned>(g.most)) {
+        check(cudaFuncSetAttribute(team_kernel<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, g.most),
+              "kernel attribute");
+        int min_grid = 0;
+        const unsigned stride = g.stride;
+        check(cudaOccupancyMaxPotentialBlockSizeVariableSMem(
+                  &min_grid, &g.best, team_kernel<Body>,
+                  [stride](int threads) { return std::size_t(threads / S) * stride; }),
+              "occupancy query");
+      }
+      geometries[device] = g;
+    }
+  }
+  if (g.stride > static_cast<unsigned>(g.most)) return false;
   if (N <= 0) return true;
   if (block <= 0) {
-    const long threads = static_cast<long>(N) * S;
-    block = ::ukb::cuda::occupancy_block(threads < (1L << 30) ? static_cast<int>(threads) : (1 << 30), g.best, g.sms);
+    const long long threads = static_cast<long long>(N) * S;
+    block = ::ukb::cuda::occupancy_block(threads < (1LL << 30) ? static_cast<int>(threads) : (1 << 30), g.best, g.sms);
   }
   ::ukb::cuda::TeamLaunchConfig c = ::ukb::cuda::team_launch_config(N, block, S);
-  const int fit = g.optin / static_cast<int>(g.stride);  // teams whose shared memory a block holds
+  const int fit = g.most / static_cast<int>(g.stride);  // teams whose shared memory a block holds (>= 1)
   if (c.teams > fit) c = ::ukb::cuda::team_launch_config(N, fit * S, S);
   team_kernel<Body><<<c.grid, c.teams * S, std::size_t(c.teams) * g.stride>>>(body, N, c.teams, g.stride);
   check(cudaGetLastError(), "kernel launch");

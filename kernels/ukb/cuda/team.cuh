@@ -5,6 +5,12 @@
 
 #include <cooperative_groups.h>
 
+// The team route's lead and members reach the same syncs and votes from
+// different places in the code: independent thread scheduling (sm_70 on).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error "ukb's teams of threads (cuda/team.cuh) need sm_70 or later: set UKB_CUDA_ARCHITECTURES"
+#endif
+
 namespace ukb::cuda {
 
 /// S threads of one warp (S a power of 2 up to 32) that own one system.

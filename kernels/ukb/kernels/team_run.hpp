@@ -16,11 +16,14 @@
 /// evaluations at a step's start and at its initial step's probe, and the
 /// projection after an accepted step (team_project). The
 /// others wait for the lead's next command at a sync. Every command ends
-/// with a sync, so that its results are visible to every member, and
-/// every member reads the command before the lead can write the next one.
-/// The bits are one thread's (team.hpp): Kernels.TeamRun* and
-/// CudaEmulation.TeamRoute* check them against one thread and the cpu
-/// backend.
+/// with a sync, or with a rendezvous (team.hpp's `all`) after which no
+/// member reads what the lead writes next, so that its results are visible
+/// to every member and the lead may go on; every member reads the command
+/// before the lead can write the next one. Only the lead checks for the
+/// event (the members' EventCheck is off) and reads a step's outcome.
+/// The bits are one thread's (team.hpp): the CudaEmulation tests check
+/// them against the cpu backend (CudaEmulation.TeamRoute*: with host
+/// threads per member, free and taking turns in either order).
 #pragma once
 
 #include <new>
@@ -120,11 +123,12 @@ UKB_HD Status team_project(const Team& team, const UkArrays<Mo>& ws, typename Mo
         for (int k = first; k < n; k += stride) x[k] += dx[k];
         team.sync();
         // Every member reads dx and x whole (written again only after
-        // the next iteration's first sync).
+        // the next iteration's first sync, or after the sync below).
         done = norm_inf<n>(dx) <= pr.tol * norm_inf<n>(x);
       }
       converged = converged && done;
     }
+    team.sync();  // every member has read q and q': the caller may change them
   } else {
     (void)team, (void)ws, (void)q, (void)qd, (void)t, (void)p, (void)rank_rtol, (void)pr;
   }
@@ -163,14 +167,17 @@ struct TeamStep<Mo, SystemRun<Mo>> {
     for (int j = team.rank(); j < n; j += team.size()) sp.q[j] = r.q0[j], sp.qd[j] = r.qd0[j];
     T t = r.t0;
     const T h = r.size();
+    const bool lead = team.rank() == 0;
     StepRanks k{m, 0, false, false};
     bool clean = true;
     const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
-    const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
+    const EventCheck<Mo, T> check{&r.p, r.g, lead && r.checked(s), &clean};  // the lead's alone is used
     team.sync();
     const Status st = rk4_step<Mo>(team, sp.ws, sp.q, sp.qd, t, h, r.p, ss, check);
-    if (st == Status::ok) check(sp.q, sp.qd, t);  // and the end state
-    if (team.rank() == 0) r.feed(v, s, st, sp.q, sp.qd, t, clean, k, project);
+    if (lead) {
+      if (st == Status::ok) check(sp.q, sp.qd, t);  // and the end state
+      r.feed(v, s, st, sp.q, sp.qd, t, clean, k, project);
+    }
   }
 };
 
@@ -196,27 +203,29 @@ struct TeamStep<Mo, AdaptiveRun<Mo>> {
   }
 
   /// AdaptiveRun::step_one by the team: the stages from the run's start
-  /// with its acceleration there (FSAL), the error norm (every member from
-  /// the shared outputs), the dense output where the run wants it (the
-  /// lead), and the lead hands the run the outcome.
+  /// with its acceleration there (FSAL); the end state's check, the error
+  /// norm and the dense output where the run wants it by the lead, which
+  /// hands the run the outcome (and then changes the start: the others
+  /// read no more of it).
   template <class Team, class Projector>
   UKB_HD static void take(const Team& team, Space& sp, AdaptiveRun<Mo>& r, const BatchView<Mo>& v,
                           const RunSettings<T>& s, const Projector& project) {
     for (int j = team.rank(); j < n; j += team.size()) sp.k.kq[0][j] = r.qd0[j], sp.k.kv[0][j] = r.k1[j];
     const T t1 = r.t1, h = r.h;
+    const bool lead = team.rank() == 0;
     StepRanks k{m, 0, false, false};
     bool clean = true;
     const StageSettings<T> ss{s.rank_rtol, s.baumgarte, &k.min, &k.inconsistent, &k.max, &k.marginal};
-    const EventCheck<Mo, T> check{&r.p, r.g, r.checked(s), &clean};
+    const EventCheck<Mo, T> check{&r.p, r.g, lead && r.checked(s), &clean};  // the lead's alone is used
     team.sync();
     const Status st =
         dopri5_step<Mo>(team, sp.ws, r.q0, r.qd0, r.t0, t1, h, r.p, ss, check, sp.k, sp.q1, sp.qd1, sp.eq, sp.ev);
-    T err = T(0);
-    if (st == Status::ok) {
-      check(sp.q1, sp.qd1, t1);  // and the end state
-      err = dopri5_error<n, T>(r.q0, r.qd0, sp.q1, sp.qd1, sp.eq, sp.ev, s.control);
-    }
-    if (team.rank() == 0) {
+    if (lead) {
+      T err = T(0);
+      if (st == Status::ok) {
+        check(sp.q1, sp.qd1, t1);  // and the end state
+        err = dopri5_error<n, T>(r.q0, r.qd0, sp.q1, sp.qd1, sp.eq, sp.ev, s.control);
+      }
       const bool dense = st == Status::ok && r.wants_dense(v, s, err, clean);
       if (dense) dopri5_dense<n, T>(r.q0, r.qd0, sp.q1, sp.qd1, sp.k, h, 0, sp.dn);
       r.feed(v, s, st, sp.q1, sp.qd1, err, clean, sp.k.kv[6], k, dense ? &sp.dn : nullptr, project);
