@@ -38,4 +38,20 @@ namespace ukb {
 /// Library version, also printed by `ukb --version` and written to outputs.
 inline constexpr const char* version = "0.1.0";
 
+
+/// Entry i of a constant table (a constexpr std::array local to the
+/// caller) without the table in memory: in device code a runtime index
+/// into a local array puts the array on the thread's stack, stored at every
+/// call; a chain of selects on the table's constants keeps it in the
+/// instructions (and folds away where i is known).
+template <class Table>
+UKB_HD constexpr auto table_at(const Table& t, int i) {
+  auto r = t[0];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int k = 1; k < static_cast<int>(t.size()); ++k) r = k == i ? t[static_cast<decltype(t.size())>(k)] : r;
+  return r;
+}
+
 }  // namespace ukb

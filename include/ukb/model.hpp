@@ -256,7 +256,7 @@ template <class Mo>
 UKB_HD constexpr ColumnRange constraint_columns_of(int i) {
 #if defined(__CUDA_ARCH__)
   constexpr std::array<ColumnRange, static_cast<std::size_t>(Mo::m)> columns = Mo::constraint_columns;
-  return columns[static_cast<std::size_t>(i)];
+  return table_at(columns, i);
 #else
   return Mo::constraint_columns[static_cast<std::size_t>(i)];
 #endif

@@ -106,12 +106,12 @@ struct GramEnvelope {
     return l;
   }();
   // Device code reads a local copy of the tables (static members are host
-  // variables there), the host the tables themselves (as
-  // constraint_columns_of in model.hpp).
+  // variables there) through table_at (config.hpp: no copy on the stack),
+  // the host the tables themselves (as constraint_columns_of in model.hpp).
   UKB_HD static constexpr int first(int i) {
 #if defined(__CUDA_ARCH__)
     constexpr std::array<int, Rows> t = firsts;
-    return t[static_cast<std::size_t>(i)];
+    return table_at(t, i);
 #else
     return firsts[static_cast<std::size_t>(i)];
 #endif
@@ -119,7 +119,7 @@ struct GramEnvelope {
   UKB_HD static constexpr int last(int j) {
 #if defined(__CUDA_ARCH__)
     constexpr std::array<int, Rows> t = lasts;
-    return t[static_cast<std::size_t>(j)];
+    return table_at(t, j);
 #else
     return lasts[static_cast<std::size_t>(j)];
 #endif
